@@ -1,0 +1,32 @@
+"""hermes-context: Hermes-grade context compression and memory for LLM agents."""
+
+from .config import Config, load_config
+from .errors import (
+    ConfigError,
+    HermesContextError,
+    InvalidMessagesError,
+    LLMAPIError,
+    SecurityError,
+    StoreError,
+)
+from .messages import strip_think_blocks, to_wire, validate_messages
+from .tokens import TokenCounter, estimate_messages_tokens_rough, estimate_tokens_rough
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "HermesContextError",
+    "InvalidMessagesError",
+    "LLMAPIError",
+    "SecurityError",
+    "StoreError",
+    "TokenCounter",
+    "estimate_messages_tokens_rough",
+    "estimate_tokens_rough",
+    "load_config",
+    "strip_think_blocks",
+    "to_wire",
+    "validate_messages",
+]

@@ -1,0 +1,36 @@
+"""The ``hermes-context`` command."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from .. import __version__
+
+# Subcommands are imported only when used, so ``--help`` and each command stay fast.
+_SUBCOMMANDS = {
+    "config": ("hermes_context.cli.config_cmd", "config"),
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in _SUBCOMMANDS:
+            return None
+        module, attr = _SUBCOMMANDS[name]
+        return getattr(importlib.import_module(module), attr)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="hermes-context")
+def cli() -> None:
+    """Context compression and memory for LLM agents (OpenAI message format)."""
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="hermes-context")

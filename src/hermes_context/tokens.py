@@ -1,0 +1,117 @@
+"""Token estimation: a rough, dependency-free estimate and a pluggable protocol.
+
+The rough estimate is what decides *before* a request whether to compress; the
+provider's ``usage.prompt_tokens`` is authoritative after it (SPEC 3.1).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+# An image part costs about as much as a 1024x1024 image at high detail.
+IMAGE_PART_TOKENS = 1_600
+# Role, separators and name of one message in the chat template.
+MESSAGE_OVERHEAD_TOKENS = 4
+
+# Code point ranges counted one token per character: CJK ideographs and
+# punctuation, Hiragana/Katakana, Hangul syllables and jamo, full-width forms.
+_CJK_RANGES = (
+    (0x1100, 0x11FF),  # Hangul Jamo
+    (0x2E80, 0x2FDF),  # CJK radicals, Kangxi radicals
+    (0x3000, 0x303F),  # CJK symbols and punctuation
+    (0x3040, 0x30FF),  # Hiragana, Katakana
+    (0x3100, 0x31FF),  # Bopomofo, Hangul compatibility jamo, Katakana ext
+    (0x3400, 0x4DBF),  # CJK extension A
+    (0x4E00, 0x9FFF),  # CJK unified ideographs
+    (0xA960, 0xA97F),  # Hangul Jamo extended A
+    (0xAC00, 0xD7FF),  # Hangul syllables + Jamo extended B
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
+    (0xFF00, 0xFFEF),  # half-width and full-width forms
+    (0x20000, 0x2FA1F),  # CJK extensions B-F, compatibility supplement
+)
+
+
+def is_cjk_char(ch: str) -> bool:
+    """Whether ``ch`` is a CJK, Kana or Hangul character (counted 1 token)."""
+    cp = ord(ch)
+    if cp < 0x1100:
+        return False
+    return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
+
+
+def estimate_tokens_rough(text: str | None) -> int:
+    """Estimate tokens of ``text``: ~4 bytes a token, 1 token per CJK character.
+
+    ASCII text counts ``(len + 3) // 4``; each CJK/Hangul/Kana character counts
+    1 and the remaining characters count their UTF-8 bytes / 4, rounded up.
+    """
+    if not text:
+        return 0
+    if text.isascii():
+        return (len(text) + 3) // 4
+    cjk = 0
+    rest_bytes = 0
+    for ch in text:
+        if is_cjk_char(ch):
+            cjk += 1
+        else:
+            rest_bytes += len(ch.encode("utf-8", "surrogatepass"))
+    return cjk + (rest_bytes + 3) // 4
+
+
+def estimate_content_tokens(content: Any) -> int:
+    """Estimate a message ``content``: a string, a list of parts, or None."""
+    if content is None:
+        return 0
+    if isinstance(content, str):
+        return estimate_tokens_rough(content)
+    if isinstance(content, list):
+        total = 0
+        for part in content:
+            if isinstance(part, Mapping):
+                kind = part.get("type")
+                if kind in ("image_url", "image", "input_image"):
+                    total += IMAGE_PART_TOKENS
+                elif isinstance(part.get("text"), str):
+                    total += estimate_tokens_rough(part["text"])
+                else:
+                    total += estimate_tokens_rough(json.dumps(part, ensure_ascii=False))
+            elif isinstance(part, str):
+                total += estimate_tokens_rough(part)
+        return total
+    return estimate_tokens_rough(str(content))
+
+
+def estimate_message_tokens_rough(message: Mapping[str, Any]) -> int:
+    """Estimate one message: content, tool calls (name + arguments) and overhead."""
+    total = MESSAGE_OVERHEAD_TOKENS + estimate_content_tokens(message.get("content"))
+    for call in message.get("tool_calls") or ():
+        fn = (call.get("function") or {}) if isinstance(call, Mapping) else {}
+        total += estimate_tokens_rough(str(fn.get("name") or ""))
+        args = fn.get("arguments")
+        total += estimate_tokens_rough(args if isinstance(args, str) else json.dumps(args))
+    return total
+
+
+def estimate_messages_tokens_rough(messages: Iterable[Mapping[str, Any]]) -> int:
+    """Estimate a whole message list (sum of ``estimate_message_tokens_rough``)."""
+    return sum(estimate_message_tokens_rough(m) for m in messages)
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens of a message list; plug in an exact tokenizer here."""
+
+    def count_messages(self, messages: list[dict[str, Any]]) -> int:
+        """Return the token count of ``messages``."""
+        ...
+
+
+class RoughTokenCounter:
+    """The default ``TokenCounter``: ``estimate_messages_tokens_rough``."""
+
+    def count_messages(self, messages: list[dict[str, Any]]) -> int:
+        """Return the rough estimate of ``messages``."""
+        return estimate_messages_tokens_rough(messages)
