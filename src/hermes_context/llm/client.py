@@ -27,8 +27,14 @@ PLACEHOLDER_API_KEY = "not-needed"
 DETAIL_MAX_CHARS = 300
 
 # HTTP status -> failure kind; anything unlisted is "other".
-_STATUS_KINDS = {401: "auth", 403: "auth", 402: "quota", 404: "not_found", 408: "timeout"}
-_STATUS_KINDS[429] = "rate_limit"
+_STATUS_KINDS = {
+    401: "auth",
+    402: "quota",
+    403: "auth",
+    404: "not_found",
+    408: "timeout",
+    429: "rate_limit",
+}
 # What to check, per kind: the second half of every error message.
 _HINTS = {
     "auth": "check the API key (model.api_key_env)",
@@ -252,9 +258,10 @@ def parse_completion(data: Any, *, where: str = "the server") -> ChatResponse:
 
 
 def _as_dict(chunk: Any) -> Any:
-    # to_dict() keeps only the fields the server sent (no None-filled extras).
+    # to_dict() keeps only the fields the server sent (no None-filled extras);
+    # odd shapes are reported by the assembler, not as pydantic warnings.
     if hasattr(chunk, "to_dict"):
-        return chunk.to_dict()
+        return chunk.to_dict(warnings=False)
     return chunk
 
 

@@ -34,6 +34,9 @@ NO_REPLY_MESSAGE = "no scripted reply left"
 # Streamed text is cut into pieces of this many characters, so clients must
 # really assemble deltas.
 STREAM_PIECE_CHARS = 8
+# How often the serve loop checks for stop(); the stdlib default (0.5 s) would
+# add half a second to every test that uses the server.
+SHUTDOWN_POLL_SECONDS = 0.02
 # Model listed by GET /v1/models when no per-model reply is queued.
 DEFAULT_MODEL = "scripted-model"
 
@@ -127,13 +130,13 @@ class Reply:
     @classmethod
     def raw(
         cls,
-        body: str | bytes | dict[str, Any],
+        body: str | bytes | dict[str, Any] | list[Any],
         *,
         status: int = 200,
         content_type: str = "application/json",
     ) -> Reply:
-        """Any body, sent as is (dicts as JSON): for shapes the other builders lack."""
-        if isinstance(body, dict):
+        """Any body, sent as is (dicts and lists as JSON): shapes the builders lack."""
+        if isinstance(body, (dict, list)):
             body = json.dumps(body)
         if isinstance(body, str):
             body = body.encode("utf-8")
@@ -196,7 +199,10 @@ class ScriptedLLMServer:
         self._stopping.clear()
         self._httpd = _QuietHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="scripted-llm", daemon=True
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS},
+            name="scripted-llm",
+            daemon=True,
         )
         self._thread.start()
         # Auto-stop so a test that forgets stop() cannot leave a server behind.
@@ -343,6 +349,7 @@ class _Handler(BaseHTTPRequestHandler):
         while reply.kind == "delay":
             # An Event wait, so stop() interrupts a long delay.
             if self.scripted._stopping.wait(reply.data["seconds"]):
+                self.close_connection = True  # hang up: the client sees a dropped connection
                 return
             reply = reply.data["then"]
         if reply.kind == "error":
