@@ -396,3 +396,20 @@ def test_allowed_by_default_and_import_stays_light():
 
 def test_safe_url_drops_credentials_and_query():
     assert safe_url("https://u:secret@host:8443/v1?key=abc") == "https://host:8443/v1"
+
+
+def test_error_chains_to_the_sdk_exception(scripted_llm):
+    import openai
+
+    scripted_llm.enqueue(Reply.error(401, "bad key"))
+    err = chat_error(make_client(scripted_llm))
+    assert isinstance(err.__cause__, openai.AuthenticationError)
+
+
+def test_close_releases_the_pool_and_the_client_stays_usable(scripted_llm):
+    client = make_client(scripted_llm)
+    client.close()  # before any request: nothing to release
+    for text in ("first", "second"):
+        scripted_llm.enqueue(Reply.text(text))
+        assert client.chat(MESSAGES).content == text
+        client.close()

@@ -129,7 +129,17 @@ class ChatClient:
         try:
             return self._stream(request) if stream else self._once(request)
         except Exception as exc:  # every failure must become an LLMAPIError
-            raise self._error(exc) from exc
+            err = self._polish(classify_error(exc, base_url=self.base_url, model=self.model))
+            if err is exc:
+                raise
+            # Chain to the SDK's exception, not to our own intermediate error.
+            raise err from (exc.__cause__ if isinstance(exc, LLMAPIError) else exc)
+
+    def close(self) -> None:
+        """Release the HTTP connection pool (the client stays usable)."""
+        if self._sdk_client is not None:
+            self._sdk_client.close()
+            self._sdk_client = None
 
     # -- internals -----------------------------------------------------------
 
@@ -183,8 +193,8 @@ class ChatClient:
             ) from exc
         return assembler.result()
 
-    def _error(self, exc: Exception) -> LLMAPIError:
-        err = classify_error(exc, base_url=self.base_url, model=self.model)
+    def _polish(self, err: LLMAPIError) -> LLMAPIError:
+        """Add what only the client knows (key set? timeout) and redact the key."""
         message = str(err)
         if err.kind == "auth" and not self._api_key:
             message += "; no API key is set (model.api_key or the variable model.api_key_env names)"

@@ -169,8 +169,10 @@ class ScriptedLLMServer:
     """A real HTTP server speaking OpenAI chat completions from a reply queue.
 
     Replies are served FIFO. A reply queued for a model is served only to
-    requests for that model; other requests use the shared queue. With no reply
-    left it answers 500 ``no scripted reply left`` so a test fails loudly.
+    requests for that model; other requests use the shared queue (and so does
+    that model once its own queue is empty). With no reply left it answers
+    500 ``no scripted reply left`` so a test fails loudly. ``requests`` records
+    every request; the server stops itself after ``lifetime`` seconds.
 
     Example:
         with ScriptedLLMServer() as server:
