@@ -216,7 +216,8 @@ class ScriptedLLMServer:
     def stop(self) -> None:
         """Stop serving and free the port (safe to call twice)."""
         self._stopping.set()
-        httpd, self._httpd = self._httpd, None
+        with self._lock:  # the lifetime timer may call stop() at the same moment
+            httpd, self._httpd = self._httpd, None
         if self._timer is not None and self._timer is not threading.current_thread():
             self._timer.cancel()
         if httpd is not None:
