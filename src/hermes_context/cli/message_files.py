@@ -21,7 +21,9 @@ def _parse_jsonl(name: str, text: str) -> list[Any]:
         try:
             items.append(json.loads(line))
         except json.JSONDecodeError as exc:
-            raise InputFileError(name, f"invalid JSON ({exc.msg})", location=f"line {lineno}") from None
+            raise InputFileError(
+                name, f"invalid JSON ({exc.msg})", location=f"line {lineno}"
+            ) from None
     return items
 
 
@@ -44,7 +46,9 @@ def parse_messages(name: str, text: str) -> list[dict[str, Any]]:
             if "role" in data:
                 data = [data]
             else:
-                raise InputFileError(name, "expected a JSON array of messages or an object with 'messages'")
+                raise InputFileError(
+                    name, "expected a JSON array of messages or an object with 'messages'"
+                )
         else:
             data = data["messages"]
     if not isinstance(data, list):

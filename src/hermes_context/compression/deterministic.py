@@ -226,7 +226,7 @@ def build_sections(
     goal_facts = [f.text for f in facts if f.kind == "goal"]
     value_facts = [f.text for f in facts if f.kind == "fact"]
     pinned = [f.text for f in facts if f.kind not in ("goal", "fact")]
-    first_ask = ex.users[0] if ex.users else goal_hint
+    first_ask = goal_hint or (ex.users[0] if ex.users else None)
     goal = prev.get("## Goal") or ([_clip(first_ask, GOAL_CHARS)] if first_ask else [])
     if goal_facts:
         goal = [*goal[:1], f"Current: {goal_facts[-1]}"]

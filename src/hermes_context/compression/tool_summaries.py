@@ -63,14 +63,29 @@ def exit_code_of(text: str) -> str:
     return "?"
 
 
+def _terminal_output(text: str) -> str:
+    """The printed output of a terminal result that wraps it in JSON (``{"output": ...}``)."""
+    if not text.startswith("{"):
+        return text
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(data, dict):
+        for key in ("output", "stdout", "result"):
+            if isinstance(data.get(key), str):
+                stderr = data.get("stderr")
+                return data[key] + (f"\n{stderr}" if isinstance(stderr, str) and stderr else "")
+    return text
+
+
 def _terminal(name: str, args: Mapping[str, Any], text: str) -> str:
     command = str(_first(args, "command", "cmd", "input", default=""))
     command = " ".join(command.split())
     if len(command) > COMMAND_MAX_CHARS:
         command = command[:COMMAND_CUT] + "..."
-    return (
-        f"[{name}] ran `{command}` -> exit {exit_code_of(text)}, {_line_count(text):,} lines output"
-    )
+    lines = _line_count(_terminal_output(text))
+    return f"[{name}] ran `{command}` -> exit {exit_code_of(text)}, {lines:,} lines output"
 
 
 def _read(name: str, args: Mapping[str, Any], text: str) -> str:
