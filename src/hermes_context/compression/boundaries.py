@@ -18,7 +18,7 @@ class Boundaries:
 
     ``middle`` is ``[head_end, tail_start)`` minus ``anchor``: the indices to
     summarise. ``anchor`` is the last real user message when it would
-    otherwise fall inside the middle; it is kept verbatim before the summary.
+    otherwise fall inside the middle; it is kept verbatim right after the summary.
     """
 
     head_end: int

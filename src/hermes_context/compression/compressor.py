@@ -396,7 +396,9 @@ class ContextCompressor:
         focus: str | None,
         target_tokens: int | None,
     ) -> CompressionResult:
-        decayed = self._state.compression_count > 0
+        # A conversation that already holds a summary was compacted before (maybe by
+        # another process): its head has decayed too.
+        decayed = self._state.compression_count > 0 or any(is_summary(m) for m in original)
         head_end = protect_head_end(original, self.protect_first_n, decayed=decayed)
         plans = _plans(self, original, head_end, target_tokens)
         result = None
@@ -667,11 +669,12 @@ def _assemble(
     has_user = any(is_real_user(original[i]) for i in middle)
     tag = _tagged(pruned)
     before = tag[: bounds.head_end]
+    after = tag[bounds.tail_start :]
     if bounds.anchor is not None:
+        # The summary goes right before the last user message: "respond to the message below".
         anchor = tag[bounds.anchor]
         inner = assembly.unmerge(anchor)
-        before.append({**inner, _LINEAGE_KEY: [bounds.anchor]} if inner is not None else anchor)
-    after = tag[bounds.tail_start :]
+        after.insert(0, {**inner, _LINEAGE_KEY: [bounds.anchor]} if inner is not None else anchor)
     placed, merged = assembly.place_summary(before, summary, after, has_user_turn=has_user)
     if merged:
         placed[0][_LINEAGE_KEY] = [*middle, *placed[0][_LINEAGE_KEY]]
