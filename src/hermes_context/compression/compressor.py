@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, InvalidMessagesError, LLMAPIError
-from ..messages import content_text, is_real_user, is_summary, validate_messages
+from ..messages import content_text, is_real_user, is_summary, strip_think_blocks, validate_messages
 from ..tokens import estimate_messages_tokens_rough
 from . import assembly
 from .antithrash import ThrashState
@@ -541,8 +541,9 @@ class ContextCompressor:
             turns, previous_summary=previous, pinned=pinned, target_tokens=target, focus=focus
         )
         try:
-            text = self.summarizer(request)
-            if not isinstance(text, str) or not text.strip():
+            raw = self.summarizer(request)
+            text = strip_think_blocks(raw) if isinstance(raw, str) else ""
+            if not text:
                 raise LLMAPIError("the summariser returned an empty summary", kind="bad_json")
         except LLMAPIError as exc:
             return self._on_failure(exc, turns, previous, focus, max_chars, name)
