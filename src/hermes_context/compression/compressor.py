@@ -16,7 +16,7 @@ from .antithrash import ThrashState
 from .boundaries import Boundaries, find_boundaries, protect_head_end
 from .deterministic import DeterministicSummarizer, parse_summary
 from .pinned import Fact, extract_facts, fact_key, merge_facts, pinned_texts
-from .prompt import build_summary_request, summary_target_tokens
+from .prompt import SUMMARY_HEADINGS, build_summary_request, summary_target_tokens
 from .prune import MAX_TAIL_MESSAGE_FLOOR, PruneOutcome, prune_messages
 from .result import CompressionReport, CompressionResult, StageFigures
 from .summarizers import failure_policy
@@ -707,7 +707,10 @@ def _ensure_pinned(summary: str, pinned: Sequence[str]) -> str:
     heading = "## Constraints & Preferences"
     bullets = "\n".join(f"- {p}" for p in missing)
     if heading not in summary:
-        return f"{heading}\n{bullets}\n\n{summary}"
+        later = [summary.find(h) for h in SUMMARY_HEADINGS[2:] if h in summary]
+        at = min(later) if later else len(summary)
+        block = f"{heading}\n{bullets}"
+        return f"{summary[:at].rstrip()}\n\n{block}\n\n{summary[at:].lstrip()}".strip()
     head, _, rest = summary.partition(heading)
     rest = rest.lstrip("\n")
     if rest.startswith("None"):
