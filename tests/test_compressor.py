@@ -41,17 +41,33 @@ def test_constants_and_strings():
     assert assembly.HAS_USER_TURN_KEY == "_compressed_summary_has_user_turn"
     assert assembly.TOOL_CALL_REMOVED == "(tool call removed)"
     assert prompt.SUMMARY_HEADINGS == (
-        "## Goal", "## Constraints & Preferences", "## Active Task", "## In Progress",
-        "## Completed Actions", "## Key Decisions", "## Relevant Files", "## Pending User Asks",
-        "## Remaining Work", "## Critical Context",
+        "## Goal",
+        "## Constraints & Preferences",
+        "## Active Task",
+        "## In Progress",
+        "## Completed Actions",
+        "## Key Decisions",
+        "## Relevant Files",
+        "## Pending User Asks",
+        "## Remaining Work",
+        "## Critical Context",
     )
-    assert (prompt.BODY_MAX_CHARS, prompt.BODY_HEAD_CHARS, prompt.BODY_TAIL_CHARS) == (6_000, 4_000, 1_500)
+    assert (prompt.BODY_MAX_CHARS, prompt.BODY_HEAD_CHARS, prompt.BODY_TAIL_CHARS) == (
+        6_000,
+        4_000,
+        1_500,
+    )
     assert prompt.INPUT_MAX_CHARS == 160_000 and prompt.INPUT_HEAD_SHARE == 0.45
 
 
 @pytest.mark.parametrize(
     ("content_tokens", "ctx", "expected"),
-    [(1_000, 128_000, 2_000), (30_000, 128_000, 6_000), (100_000, 128_000, 6_400), (500_000, 1_000_000, 10_000)],
+    [
+        (1_000, 128_000, 2_000),
+        (30_000, 128_000, 6_000),
+        (100_000, 128_000, 6_400),
+        (500_000, 1_000_000, 10_000),
+    ],
 )
 def test_summary_target_tokens(content_tokens, ctx, expected):
     assert prompt.summary_target_tokens(content_tokens, ctx) == expected
@@ -87,10 +103,26 @@ def test_summariser_input_serialisation_and_request():
         {"role": "user", "content": "task"},
         {"role": "assistant", "content": "ok"},
         {"role": "user", "content": "first ask"},
-        {"role": "assistant", "content": "<think>secret plan</think>I'll look.", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "ls"}'}}]},
+        {
+            "role": "assistant",
+            "content": "<think>secret plan</think>I'll look.",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "terminal", "arguments": '{"command": "ls"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "A" * 5_000 + "B" * 2_000},
-        *[m for i in range(12) for m in ({"role": "user", "content": f"q{i} " + "x" * 900}, {"role": "assistant", "content": f"a{i}"})],
+        *[
+            m
+            for i in range(12)
+            for m in (
+                {"role": "user", "content": f"q{i} " + "x" * 900},
+                {"role": "assistant", "content": f"a{i}"},
+            )
+        ],
     ]
     comp = ContextCompressor(2_000, summarizer=summ, protect_first_n=2)
     result = comp.compress(msgs, focus="the ls output")
@@ -99,7 +131,7 @@ def test_summariser_input_serialisation_and_request():
     assert [m["role"] for m in request] == ["system", "user"]
     body = request[1]["content"]
     assert "[USER]: first ask" in body
-    assert "[ASSISTANT]: I'll look.\n[Tool calls: terminal({\"command\": \"ls\"})]" in body
+    assert '[ASSISTANT]: I\'ll look.\n[Tool calls: terminal({"command": "ls"})]' in body
     assert "secret plan" not in body
     assert "[TOOL RESULT c1]: " + "A" * 4_000 + "\n...[truncated]...\n" + "B" * 1_500 in body
     assert "FOCUS: give most of the summary budget to: the ls output" in body
@@ -140,7 +172,10 @@ def test_head_is_protected_then_decays():
     assert [m["role"] for m in first.messages[1:4]] == ["user", "assistant", "tool"]
     assert first.messages[1] == msgs[1]
     assert first.report.summarised[0] == 4
-    second = comp.compress(first.messages + [{"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}], force=True)
+    second = comp.compress(
+        first.messages + [{"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}],
+        force=True,
+    )
     assert second.report.summarised[0] == 1
 
 
@@ -152,15 +187,27 @@ def test_tail_never_starts_with_a_tool_result():
 
 
 def test_last_user_message_survives_a_long_tool_loop():
-    msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "THE TASK"}] + _session(200, seed=9)[2:-2]
+    msgs = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "THE TASK"},
+    ] + _session(200, seed=9)[2:-2]
     msgs = [m for m in msgs if m["role"] != "user" or m["content"] == "THE TASK"]
-    msgs = [m for i, m in enumerate(msgs) if not (m["role"] == "assistant" and i + 1 < len(msgs) and msgs[i + 1]["role"] == "assistant")]
+    msgs = [
+        m
+        for i, m in enumerate(msgs)
+        if not (
+            m["role"] == "assistant" and i + 1 < len(msgs) and msgs[i + 1]["role"] == "assistant"
+        )
+    ]
     validate_messages(msgs, allow_pending_tool_calls=True)
     comp = _comp()
     first = comp.compress(msgs)
     second = comp.compress(first.messages, force=True)
     for res in (first, second):
-        assert any(m["role"] == "user" and content_text(m["content"]).endswith("THE TASK") for m in res.messages)
+        assert any(
+            m["role"] == "user" and content_text(m["content"]).endswith("THE TASK")
+            for m in res.messages
+        )
         validate_messages(res.messages, allow_pending_tool_calls=True)
 
 
@@ -204,8 +251,12 @@ def test_sanitize_drops_orphans_and_strips_unanswered_calls():
 def test_auth_quota_network_abort_and_leave_input_unchanged(error, cooldown):
     clock = Clock()
     events = []
-    comp = ContextCompressor(8_000, summarizer=FailingSummarizer(error), clock=clock,
-                             status_callback=lambda e, d: events.append(e))
+    comp = ContextCompressor(
+        8_000,
+        summarizer=FailingSummarizer(error),
+        clock=clock,
+        status_callback=lambda e, d: events.append(e),
+    )
     msgs = _session()
     snapshot = copy.deepcopy(msgs)
     result = comp.compress(msgs)
@@ -237,8 +288,12 @@ def test_other_failures_fall_back_to_deterministic(error, cooldown):
 
 
 def test_abort_on_summary_failure_keeps_messages():
-    comp = ContextCompressor(8_000, summarizer=FailingSummarizer(LLMAPIError("x", kind="timeout")),
-                             abort_on_summary_failure=True, clock=Clock())
+    comp = ContextCompressor(
+        8_000,
+        summarizer=FailingSummarizer(LLMAPIError("x", kind="timeout")),
+        abort_on_summary_failure=True,
+        clock=Clock(),
+    )
     msgs = _session()
     result = comp.compress(msgs)
     assert result.aborted and result.messages == msgs
@@ -246,7 +301,9 @@ def test_abort_on_summary_failure_keeps_messages():
 
 def test_timeout_cooldown_ladder_60_300_900():
     clock = Clock()
-    comp = ContextCompressor(8_000, summarizer=FailingSummarizer(LLMAPIError("slow", kind="timeout")), clock=clock)
+    comp = ContextCompressor(
+        8_000, summarizer=FailingSummarizer(LLMAPIError("slow", kind="timeout")), clock=clock
+    )
     seen = []
     for _ in range(4):
         comp.compress(_session(), force=True)
@@ -257,7 +314,9 @@ def test_timeout_cooldown_ladder_60_300_900():
 
 def test_two_fallbacks_in_a_row_block_automatic_compression():
     clock = Clock()
-    comp = ContextCompressor(8_000, summarizer=FailingSummarizer(LLMAPIError("x", kind="bad_json")), clock=clock)
+    comp = ContextCompressor(
+        8_000, summarizer=FailingSummarizer(LLMAPIError("x", kind="bad_json")), clock=clock
+    )
     for _ in range(2):
         comp.compress(_session(), force=True)
         clock.now += 31
@@ -265,7 +324,11 @@ def test_two_fallbacks_in_a_row_block_automatic_compression():
 
 
 def test_empty_llm_output_is_a_failure():
-    comp = ContextCompressor(8_000, summarizer=FunctionSummarizer(lambda m: "<think>only thinking</think>"), clock=Clock())
+    comp = ContextCompressor(
+        8_000,
+        summarizer=FunctionSummarizer(lambda m: "<think>only thinking</think>"),
+        clock=Clock(),
+    )
     result = comp.compress(_session())
     assert result.used_fallback and "empty" in result.error
 
@@ -275,7 +338,9 @@ def test_unexpected_exception_rolls_back():
         raise RuntimeError("bug in a plugin")
 
     events = []
-    comp = ContextCompressor(8_000, summarizer=broken, status_callback=lambda e, d: events.append((e, d)), clock=Clock())
+    comp = ContextCompressor(
+        8_000, summarizer=broken, status_callback=lambda e, d: events.append((e, d)), clock=Clock()
+    )
     msgs = _session()
     result = comp.compress(msgs)
     assert result.aborted and result.messages == msgs
@@ -287,7 +352,9 @@ def test_missing_pinned_facts_are_added_to_llm_summary():
     msgs = _session(120, seed=6)
     msgs.insert(4, {"role": "user", "content": "Never deploy on Fridays."})
     msgs.insert(5, {"role": "assistant", "content": "Noted."})
-    comp = ContextCompressor(8_000, summarizer=FunctionSummarizer(lambda m: LLM_SUMMARY), clock=Clock())
+    comp = ContextCompressor(
+        8_000, summarizer=FunctionSummarizer(lambda m: LLM_SUMMARY), clock=Clock()
+    )
     result = comp.compress(msgs)
     assert "## Constraints & Preferences\n- Never deploy on Fridays." in result.summary
     assert "\nNone\n" not in result.summary.split("## Critical")[0].split("Preferences")[1]
@@ -314,7 +381,9 @@ def test_ineffective_compressions_block_then_probe_after_300s():
 
 
 def test_update_model_resets_strikes_and_cooldown():
-    comp = ContextCompressor(8_000, summarizer=FailingSummarizer(LLMAPIError("x", kind="timeout")), clock=Clock())
+    comp = ContextCompressor(
+        8_000, summarizer=FailingSummarizer(LLMAPIError("x", kind="timeout")), clock=Clock()
+    )
     comp.compress(_session())
     assert comp.should_compress_info(10**6)[0] is False
     comp.update_model(model="other")
@@ -343,7 +412,9 @@ def test_force_ignores_cooldown():
 
 
 def test_state_round_trip():
-    comp = ContextCompressor(8_000, summarizer=FailingSummarizer(LLMAPIError("x", kind="timeout")), clock=Clock())
+    comp = ContextCompressor(
+        8_000, summarizer=FailingSummarizer(LLMAPIError("x", kind="timeout")), clock=Clock()
+    )
     result = comp.compress(_session())
     state = comp.get_state()
     assert result.compressor_state == state
@@ -358,12 +429,17 @@ def test_state_round_trip():
 def test_events_carry_figures_and_no_reasoning():
     events = []
     summ = FunctionSummarizer(lambda m: "<think>private reasoning</think>" + LLM_SUMMARY)
-    comp = ContextCompressor(8_000, summarizer=summ, status_callback=lambda e, d: events.append((e, d)), clock=Clock())
+    comp = ContextCompressor(
+        8_000, summarizer=summ, status_callback=lambda e, d: events.append((e, d)), clock=Clock()
+    )
     result = comp.compress(_session())
     names = [e for e, _ in events]
     assert names == ["compression_started", "compression_finished"]
     finished = events[-1][1]
-    assert finished["tokens_before"] == result.tokens_before and finished["tokens_after"] == result.tokens_after
+    assert (
+        finished["tokens_before"] == result.tokens_before
+        and finished["tokens_after"] == result.tokens_after
+    )
     assert "private reasoning" not in repr(events)
 
 

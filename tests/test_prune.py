@@ -18,7 +18,11 @@ BIG = "\n".join(f"FAILED tests/test_x.py::test_{i} - AssertionError" for i in ra
 
 def _call(cid, name="terminal", args=None):
     args = args if args is not None else {"command": "pytest -q"}
-    return {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    return {
+        "id": cid,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
 
 
 def _turn(cid, output, name="terminal", args=None):
@@ -41,7 +45,11 @@ def test_constants():
     assert SCREENSHOT_PLACEHOLDER == "[screenshot removed to save context]"
     assert (prune.MIN_PRUNE_CHARS, prune.DEDUPE_MIN_CHARS, prune.ARGS_MAX_CHARS) == (200, 200, 500)
     assert (prune.ARG_LEAF_MAX_CHARS, prune.ARG_TRUNCATED_SUFFIX) == (200, "...[truncated]")
-    assert (prune.TAIL_OVERFLOW_FACTOR, prune.TAIL_VERBATIM_LAST, prune.MAX_TAIL_MESSAGE_FLOOR) == (1.5, 3, 8)
+    assert (prune.TAIL_OVERFLOW_FACTOR, prune.TAIL_VERBATIM_LAST, prune.MAX_TAIL_MESSAGE_FLOOR) == (
+        1.5,
+        3,
+        8,
+    )
 
 
 def test_dedupe_keeps_only_the_newest_copy_even_in_the_tail():
@@ -60,7 +68,10 @@ def test_short_duplicates_are_left_alone():
 
 
 def test_old_results_outside_tail_become_one_line_summaries():
-    msgs = _convo(_turn("a", json.dumps({"output": BIG, "exit_code": 1})), _turn("b", "y" * 500, "read_file", {"path": "a.py"}))
+    msgs = _convo(
+        _turn("a", json.dumps({"output": BIG, "exit_code": 1})),
+        _turn("b", "y" * 500, "read_file", {"path": "a.py"}),
+    )
     out = prune_messages(msgs, tail_budget=0, tail_floor=1)
     tools = [m["content"] for m in out.messages if m["role"] == "tool"]
     assert tools == [
@@ -95,7 +106,12 @@ def test_long_call_arguments_are_truncated_per_leaf():
     msgs = _convo(_turn("a", "ok", "write_file", args))
     out = prune_messages(msgs, tail_budget=0, tail_floor=1)
     new_args = json.loads(out.messages[2]["tool_calls"][0]["function"]["arguments"])
-    assert new_args == {"path": "a.py", "content": "c" * 200 + "...[truncated]", "nested": {"k": "d" * 200 + "...[truncated]"}, "n": 5}
+    assert new_args == {
+        "path": "a.py",
+        "content": "c" * 200 + "...[truncated]",
+        "nested": {"k": "d" * 200 + "...[truncated]"},
+        "n": 5,
+    }
     assert msgs[2]["tool_calls"][0]["function"]["arguments"] == json.dumps(args), "input mutated"
 
 
@@ -135,12 +151,20 @@ def test_proactive_prune_thresholds():
     msgs = _convo(*[_turn(f"c{i}", f"{i % 10}" * 9_000) for i in range(12)])
     off = ContextCompressor(200_000)
     assert off.proactive_prune(msgs) == (msgs, 0)
-    on = ContextCompressor(200_000, proactive_prune_tokens=1_000, proactive_prune_min_result_chars=8_000,
-                           proactive_prune_min_reclaim_tokens=4_096)
+    on = ContextCompressor(
+        200_000,
+        proactive_prune_tokens=1_000,
+        proactive_prune_min_result_chars=8_000,
+        proactive_prune_min_reclaim_tokens=4_096,
+    )
     out, reclaimed = on.proactive_prune(msgs)
     assert reclaimed >= 4_096 and out != msgs
     assert on.proactive_prune(msgs, prompt_tokens=999) == (msgs, 0)
-    greedy = ContextCompressor(200_000, proactive_prune_tokens=1_000, proactive_prune_min_reclaim_tokens=10**9)
+    greedy = ContextCompressor(
+        200_000, proactive_prune_tokens=1_000, proactive_prune_min_reclaim_tokens=10**9
+    )
     assert greedy.proactive_prune(msgs) == (msgs, 0)
-    small = ContextCompressor(200_000, proactive_prune_tokens=1_000, proactive_prune_min_result_chars=10_000)
+    small = ContextCompressor(
+        200_000, proactive_prune_tokens=1_000, proactive_prune_min_result_chars=10_000
+    )
     assert small.proactive_prune(msgs) == (msgs, 0)

@@ -24,8 +24,12 @@ class Clock:
 
 
 def _aux_and_main(server, *, timeout=5.0):
-    main = OpenAISummarizer(base_url=server.base_url, api_key="k-main", model="main-model", timeout=timeout)
-    return OpenAISummarizer(base_url=server.base_url, api_key="k-aux", model="aux-model", timeout=timeout, fallback=main)
+    main = OpenAISummarizer(
+        base_url=server.base_url, api_key="k-main", model="main-model", timeout=timeout
+    )
+    return OpenAISummarizer(
+        base_url=server.base_url, api_key="k-aux", model="aux-model", timeout=timeout, fallback=main
+    )
 
 
 def _compressor(summarizer, clock=None):

@@ -62,7 +62,12 @@ def test_update_model_rederives_threshold():
 
 @pytest.mark.parametrize(
     ("tokens", "expected"),
-    [(0, (False, None)), (149_999, (False, None)), (150_000, (True, None)), (190_000, (True, None))],
+    [
+        (0, (False, None)),
+        (149_999, (False, None)),
+        (150_000, (True, None)),
+        (190_000, (True, None)),
+    ],
 )
 def test_should_compress_info_against_threshold(tokens, expected):
     assert ContextCompressor(200_000).should_compress_info(tokens) == expected

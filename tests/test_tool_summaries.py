@@ -58,7 +58,12 @@ _47_LINES = "\n".join(f"line {i}" for i in range(47))
             json.dumps({"total_count": 3, "files": ["a", "b", "c"]}),
             "[search_files] file search for '*.py' in . -> 3 matches",
         ),
-        ("memory", {"action": "add", "target": "user"}, '{"success": true}', "[memory] add on user"),
+        (
+            "memory",
+            {"action": "add", "target": "user"},
+            '{"success": true}',
+            "[memory] add on user",
+        ),
         (
             "mytool",
             {"a": 1, "b": "v" * 100, "c": 3},
@@ -82,4 +87,7 @@ def test_long_command_is_cut_to_77_plus_ellipsis():
 
 
 def test_non_json_arguments_are_tolerated():
-    assert summarize_tool_result("mytool", "not json", "x") == "[mytool] input=not json (1 chars result)"
+    assert (
+        summarize_tool_result("mytool", "not json", "x")
+        == "[mytool] input=not json (1 chars result)"
+    )
