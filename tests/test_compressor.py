@@ -172,10 +172,7 @@ def test_head_is_protected_then_decays():
     assert [m["role"] for m in first.messages[1:4]] == ["user", "assistant", "tool"]
     assert first.messages[1] == msgs[1]
     assert first.report.summarised[0] == 4
-    second = comp.compress(
-        first.messages + [{"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}],
-        force=True,
-    )
+    second = comp.compress(first.messages + _session(80, seed=6)[2:], force=True)
     assert second.report.summarised[0] == 1
 
 

@@ -205,9 +205,21 @@ def _files(ex: _Extract, previous: list[str]) -> list[str]:
     return items[:MAX_FILES][::-1]  # oldest-first order: trimming drops the least relevant
 
 
-def _facts(previous: list[str], turns: Sequence[dict[str, Any]]) -> list[Fact]:
-    old = [Fact("constraint", fact_key(t), t) for t in previous]
-    return merge_facts(old, extract_facts(turns))
+_CURRENT = "Current: "
+
+
+def _previous_facts(prev: dict[str, list[str]]) -> list[Fact]:
+    """Facts a previous summary carried, re-keyed so new statements can replace them."""
+    facts = [
+        Fact("constraint", fact_key(t), t) for t in prev.get("## Constraints & Preferences", [])
+    ]
+    for t in prev.get("## Goal", [])[1:]:
+        text = t.removeprefix(_CURRENT)
+        facts.append(Fact("goal", fact_key(text), text))
+    for t in prev.get("## Critical Context", []):
+        if not ERROR_RE.search(t):
+            facts.append(Fact("fact", fact_key(t), t))
+    return facts
 
 
 def build_sections(
@@ -218,21 +230,22 @@ def build_sections(
     """The summary as ``{heading: items}``, oldest item first in each section.
 
     ``goal_hint`` is the conversation's first user message, used for the goal
-    when neither the turns nor a previous summary state one.
+    when neither the turns nor a previous summary state one. Facts (pinned
+    rules, goal states, exact values) are merged with the previous summary's,
+    a restated item replacing the older statement; error lines are bounded.
     """
     prev = parse_summary(previous_summary)
     ex = _extract(turns)
-    facts = _facts(prev.get("## Constraints & Preferences", []), turns)
-    goal_facts = [f.text for f in facts if f.kind == "goal"]
-    value_facts = [f.text for f in facts if f.kind == "fact"]
-    pinned = [f.text for f in facts if f.kind not in ("goal", "fact")]
+    facts = merge_facts(_previous_facts(prev), extract_facts(turns))
+    by_kind: dict[str, list[str]] = {"goal": [], "fact": [], "pinned": []}
+    for f in facts:
+        by_kind[f.kind if f.kind in ("goal", "fact") else "pinned"].append(f.text)
     first_ask = goal_hint or (ex.users[0] if ex.users else None)
-    goal = prev.get("## Goal") or ([_clip(first_ask, GOAL_CHARS)] if first_ask else [])
-    if goal_facts:
-        goal = [*goal[:1], f"Current: {goal_facts[-1]}"]
-    sections = {
-        "## Goal": goal,
-        "## Constraints & Preferences": pinned,
+    goal = prev.get("## Goal", [])[:1] or ([_clip(first_ask, GOAL_CHARS)] if first_ask else [])
+    old_errors = [t for t in prev.get("## Critical Context", []) if ERROR_RE.search(t)]
+    return {
+        "## Goal": [*goal, *(_CURRENT + g for g in by_kind["goal"])],
+        "## Constraints & Preferences": by_kind["pinned"],
         "## Active Task": [_clip(ex.users[-1], TASK_CHARS)]
         if ex.users
         else prev.get("## Active Task", []),
@@ -247,11 +260,11 @@ def build_sections(
         "## Pending User Asks": [_clip(u, ITEM_CHARS) for u in ex.users[-MAX_ASKS:]]
         or prev.get("## Pending User Asks", []),
         "## Remaining Work": _remaining(ex) or prev.get("## Remaining Work", []),
-        "## Critical Context": _dedupe_latest(
-            [*prev.get("## Critical Context", []), *value_facts, *ex.errors], MAX_ERRORS + 20
-        ),
+        "## Critical Context": [
+            *by_kind["fact"],
+            *_dedupe_latest([*old_errors, *ex.errors], MAX_ERRORS),
+        ],
     }
-    return sections
 
 
 def _remaining(ex: _Extract) -> list[str]:
