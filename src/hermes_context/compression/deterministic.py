@@ -15,7 +15,7 @@ from typing import Any
 
 from ..messages import content_text, is_real_user, strip_think_blocks
 from .pinned import Fact, extract_facts, fact_key, merge_facts
-from .prompt import SUMMARY_HEADINGS
+from .prompt import SUMMARY_HEADINGS, parse_summary
 from .tool_summaries import EDIT_TOOLS, WRITE_TOOLS, parse_arguments, summarize_tool_result
 
 # Hard cap of a deterministic summary (SPEC 3.5).
@@ -49,7 +49,6 @@ _DECISION_RE = re.compile(
 _REMAINING_RE = re.compile(
     r"\b(next|todo|to do|remaining|still need|need to|then i'?ll|will now|left to)\b", re.I
 )
-_SECTION_RE = re.compile(r"^## (.+?)\s*$", re.M)
 
 # Trim order under a tight budget: lowest priority loses items first.
 _PRIORITY = {
@@ -69,25 +68,6 @@ _PRIORITY = {
 def _clip(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def parse_summary(text: str | None) -> dict[str, list[str]]:
-    """Split a summary into ``{heading: items}``; bullets become items."""
-    sections: dict[str, list[str]] = {}
-    if not text:
-        return sections
-    matches = list(_SECTION_RE.finditer(text))
-    for i, match in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-        body = text[match.end() : end].strip()
-        items = []
-        for line in body.splitlines():
-            line = line.strip()
-            if not line or line == "None":
-                continue
-            items.append(line[2:] if line.startswith(("- ", "* ")) else line)
-        sections["## " + match.group(1)] = items
-    return sections
 
 
 @dataclass
