@@ -295,12 +295,6 @@ memory:
     assert cfg.llm_configured
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a null in the config file (the 'config init' template writes "
-    "'base_url: null' and 'name: null', or an empty 'model:' section) blocks "
-    "HERMES_CONTEXT_BASE_URL/HERMES_CONTEXT_MODEL, so env vars stop working after 'config init'",
-)
 @pytest.mark.parametrize(
     "text",
     [DEFAULT_CONFIG_YAML, "model:\n  # name: set me\n", "model:\n  name: null\n  base_url: null\n"],
@@ -470,9 +464,6 @@ def test_target_ratio_is_clamped(value, expected):
     assert same(ratio, expected)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="BUG: target_ratio .nan passes the 0.10-0.80 clamp unchanged"
-)
 def test_target_ratio_nan_is_clamped_or_rejected(hermes_home):
     write_config(hermes_home, "compression:\n  target_ratio: .nan\n")
     try:

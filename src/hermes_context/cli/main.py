@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import warnings
 
 import click
 
@@ -32,6 +33,11 @@ def cli() -> None:
     """Context compression and memory for LLM agents (OpenAI message format)."""
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+    click.echo(f"warning: {message}", err=True)
+
+
 def main() -> None:
     """Console-script entry point."""
+    warnings.showwarning = _show_warning  # one line, no source location
     cli(prog_name="hermes-context")
