@@ -147,8 +147,11 @@ def strip_historical_images(messages: list[dict[str, Any]]) -> list[dict[str, An
 def sanitize_tool_pairs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Drop orphan tool results, strip unanswered tool calls, merge role collisions."""
     answered = _answered_ids(messages)
-    if messages and messages[-1].get("tool_calls"):
-        answered |= set(tool_call_ids(messages[-1]))  # still running: its results come next
+    last = len(messages) - 1
+    while last >= 0 and messages[last].get("role") == "tool":
+        last -= 1
+    if last >= 0 and messages[last].get("tool_calls"):
+        answered |= set(tool_call_ids(messages[last]))  # still running: results come next
     out: list[dict[str, Any]] = []
     open_ids: set[str] = set()
     for m in messages:
