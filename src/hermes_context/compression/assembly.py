@@ -237,6 +237,7 @@ def summary_inputs(
     previous: list[str] = []
     kept = _kept_after(bounds, len(original))
     summaries_kept = [i for i in kept if is_summary(original[i])]
+    middle = set(bounds.middle)
     for i in sorted([*bounds.middle, *summaries_kept]):
         m = original[i]
         if not is_summary(m):
@@ -244,7 +245,7 @@ def summary_inputs(
             continue
         previous.append(split_summary(m)[0])
         inner = unmerge(m)
-        if i in bounds.middle and inner is not None:
+        if i in middle and inner is not None:
             if content_text(inner.get("content")) or inner.get("tool_calls"):
                 turns.append(inner)
     return turns, ("\n\n".join(previous) if previous else None)

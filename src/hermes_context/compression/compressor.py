@@ -476,13 +476,12 @@ class ContextCompressor:
             )
         report.stages.append(StageFigures("summarise", after_prune, tokens_after))
         report.stages.append(StageFigures("total", tokens_before, tokens_after))
-        report.summarised = bounds.middle
-        report.pruned = [i for i in report.pruned if i not in set(bounds.middle)]
-        report.kept = [
-            i
-            for i in range(len(original))
-            if i not in set(bounds.middle) and i not in set(report.pruned)
-        ]
+        middle = bounds.middle
+        folded = set(middle)
+        report.summarised = middle
+        report.pruned = [i for i in report.pruned if i not in folded]
+        changed = folded | set(report.pruned)
+        report.kept = [i for i in range(len(original)) if i not in changed]
         if summary.used_fallback:
             report.warnings.append(
                 "the LLM summary failed: a deterministic summary was used instead"
@@ -491,7 +490,7 @@ class ContextCompressor:
             messages=messages,
             tokens_before=tokens_before,
             tokens_after=tokens_after,
-            dropped=len(bounds.middle),
+            dropped=len(middle),
             summary=summary.text,
             used_fallback=summary.used_fallback,
             error=summary.error,

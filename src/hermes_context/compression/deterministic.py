@@ -32,7 +32,10 @@ MAX_DECISIONS = 10
 MAX_ASKS = 6
 LAST_TURNS = 3
 
-ERROR_RE = re.compile(r"error|failed|failure|exception|traceback|timeout|timed out|fatal", re.I)
+_ERROR_WORDS = r"error|failed|failure|exception|traceback|timeout|timed out|fatal"
+ERROR_RE = re.compile(_ERROR_WORDS, re.I)
+# One pass over a whole tool result: every line holding an error word.
+_ERROR_LINE_RE = re.compile(rf"^[^\n]*(?:{_ERROR_WORDS})[^\n]*$", re.I | re.M)
 _PATH_RE = re.compile(
     r"(?<![\w:/.-])(?:~?/)?(?:[\w.-]+/)*[\w-][\w.-]*\."
     r"(?:py|pyi|js|jsx|ts|tsx|mjs|json|ya?ml|toml|md|rst|txt|cfg|ini|conf|sql|sh|go|rs|java|kt|"
@@ -90,27 +93,42 @@ def _note_paths(ex: _Extract, text: str, modified: bool) -> None:
         entry[1] |= int(modified)
 
 
-def _scan_call(ex: _Extract, call: dict[str, Any], results: dict[str, Any]) -> None:
+def _call_paths(ex: _Extract, call: dict[str, Any]) -> None:
     fn = call.get("function") or {}
     name = str(fn.get("name") or "tool")
-    raw_args = fn.get("arguments")
-    args = parse_arguments(raw_args)
-    result = results.get(str(call.get("id")))
-    if result is not None:
-        ex.actions.append(summarize_tool_result(name, args, result))
-    else:
-        ex.actions.append(f"[{name}] " + _clip(str(raw_args or ""), 120))
+    args = parse_arguments(fn.get("arguments"))
     arg_text = " ".join(str(v) for v in args.values())
     modified = name in WRITE_TOOLS or name in EDIT_TOOLS or bool(_MODIFY_CMD_RE.search(arg_text))
     _note_paths(ex, arg_text, modified)
 
 
-def _scan_errors(ex: _Extract, text: str) -> None:
+def _action(call: dict[str, Any], results: dict[str, Any]) -> str:
+    fn = call.get("function") or {}
+    name = str(fn.get("name") or "tool")
+    result = results.get(str(call.get("id")))
+    if result is None:
+        return f"[{name}] " + _clip(str(fn.get("arguments") or ""), 120)
+    return summarize_tool_result(name, fn.get("arguments"), result)
+
+
+def _error_lines(text: str) -> list[str]:
     if not ERROR_RE.search(text):
-        return
-    for line in text.splitlines():
-        if ERROR_RE.search(line) and line.strip():
-            ex.errors.append(_clip(line.strip(), ERROR_LINE_CHARS))
+        return []
+    return [_clip(m.group(0).strip(), ERROR_LINE_CHARS) for m in _ERROR_LINE_RE.finditer(text)]
+
+
+def _recent(turns: Sequence[dict[str, Any]], ex: _Extract, results: dict[str, Any]) -> None:
+    """Actions and error lines, newest first, only as many as the summary keeps."""
+    actions: list[str] = []
+    errors: list[str] = []
+    for m in reversed(turns):
+        if m.get("role") == "tool" and len(set(errors)) < MAX_ERRORS:
+            errors.extend(reversed(_error_lines(content_text(m.get("content")))))
+        elif len(actions) < MAX_ACTIONS:
+            actions.extend(_action(c, results) for c in reversed(m.get("tool_calls") or ()))
+        if len(actions) >= MAX_ACTIONS and len(set(errors)) >= MAX_ERRORS:
+            break
+    ex.actions, ex.errors = actions[::-1], errors[::-1]
 
 
 def _extract(turns: Sequence[dict[str, Any]]) -> _Extract:
@@ -120,11 +138,8 @@ def _extract(turns: Sequence[dict[str, Any]]) -> _Extract:
     }
     for m in turns:
         role = m.get("role")
-        text = content_text(m.get("content"))
-        if role == "tool":
-            _scan_errors(ex, text)
-        elif role == "assistant":
-            text = strip_think_blocks(text)
+        if role == "assistant":
+            text = strip_think_blocks(content_text(m.get("content")))
             if text:
                 ex.assistant_texts.append(text)
                 _note_paths(ex, text, False)
@@ -132,10 +147,12 @@ def _extract(turns: Sequence[dict[str, Any]]) -> _Extract:
                     _clip(s, ITEM_CHARS) for s in _sentences(text) if _DECISION_RE.search(s)
                 )
             for call in m.get("tool_calls") or ():
-                _scan_call(ex, call, results)
+                _call_paths(ex, call)
         elif is_real_user(m):
+            text = content_text(m.get("content"))
             ex.users.append(text)
             _note_paths(ex, text, False)
+    _recent(turns, ex, results)
     for m in turns[-LAST_TURNS:]:
         ex.last_turns.append(_last_turn(m, turns))
     return ex
