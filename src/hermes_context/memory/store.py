@@ -420,8 +420,9 @@ class MemoryStore:
         _fileio.ensure_dir(self.memory_dir)
         path = self._real_path(target)
         with _fileio.file_lock(path):
-            if not path.exists():
+            if not path.exists() or path.stat().st_size == 0:
                 return
+            old_text = path.read_bytes().decode("utf-8", "replace")
             backup = _fileio.backup_file(path)
             if backup:
                 self.last_reset_backups[target] = str(backup)
@@ -431,7 +432,7 @@ class MemoryStore:
                 "target": target,
                 "origin": origin,
                 "session_id": None,
-                "content_hash": content_hash(path.name),
+                "content_hash": content_hash(old_text),
                 "chars": 0,
             }
             self.journal.append([record])

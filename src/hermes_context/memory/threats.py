@@ -32,6 +32,7 @@ class ThreatPattern:
     id: str
     regex: re.Pattern[str]
     description: str
+    keywords: tuple[str, ...]
 
     @property
     def family(self) -> str:
@@ -39,22 +40,174 @@ class ThreatPattern:
         return self.id.split(".", 1)[0]
 
 
+# Lower-case substrings of which every match of a rule contains at least one: a
+# rule's regex runs only when one is present, which keeps a scan of a whole
+# 2,200-char store far under a millisecond (most rules never start).
+RULE_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "injection.ignore_instructions": (
+        "ignore",
+        "disregard",
+        "forget",
+        "overrid",
+        "bypass",
+        "discard",
+        "abandon",
+        "drop",
+        "aside",
+        "prior",
+        "previous",
+        "earlier",
+        "original",
+        "existing",
+    ),
+    "injection.new_instructions": ("instruction",),
+    "injection.priority_override": ("overrid", "supersede", "replace", "precedence", "priority"),
+    "injection.conceal_from_user": (
+        "tell",
+        "inform",
+        "notify",
+        "alert",
+        "warn",
+        "let",
+        "mention",
+        "reveal",
+        "say",
+        "disclose",
+        "admit",
+        "explain",
+        "without",
+        "secretly",
+        "silently",
+        "covertly",
+        "quietly",
+        "stealthily",
+    ),
+    "injection.jailbreak": ("anything", "mode", "jailbr", "without"),
+    "injection.execute_on_load": ("whenever", "every", "each", "start", "soon"),
+    "system_prompt.override": ("system", "developer", "initial"),
+    "system_prompt.leak": ("system", "initial", "hidden", "above", "developer"),
+    "system_prompt.fake_header": ("<|", "<<", "inst]", "system", "developer"),
+    "role.you_are_now": ("you",),
+    "role.act_as": ("as", "pretend", "assume"),
+    "role.identity_swap": ("your", "now", "obey"),
+    "hidden.html_comment": ("<!--",),
+    "hidden.invisible_markup": ("<",),
+    "hidden.markdown_comment": ("]:",),
+    "exfil.net_tool_secret": (
+        "curl",
+        "wget",
+        "nc",
+        "socat",
+        "telnet",
+        "http",
+        "invoke-",
+        "iwr",
+        "irm",
+        "scp",
+        "rsync",
+        "ftp",
+    ),
+    "exfil.pipe_to_network": ("|",),
+    "exfil.script_env": ("environ", "process.env", "getenv", "env["),
+    "exfil.reverse_shell": ("/dev/tcp", "/dev/udp", "bash", "/bin/", "mkfifo", "socat"),
+    "exfil.send_to_url": (
+        "send",
+        "post",
+        "upload",
+        "forward",
+        "transmit",
+        "exfiltrat",
+        "leak",
+        "copy",
+        "report",
+        "submit",
+        "pipe",
+        "mail",
+        "share",
+        "sync",
+        "beacon",
+    ),
+    "exfil.exfiltrate": ("exfiltrat",),
+    "exfil.collector_host": (
+        "webhook.site",
+        "requestbin",
+        "pipedream",
+        "burpcollaborator",
+        "oastify",
+        "interact.sh",
+        "oast.",
+        "canarytokens",
+        "hookbin",
+        "beeceptor",
+    ),
+    "exfil.markdown_image": ("![",),
+    "secret_read.dotenv": (".env",),
+    "secret_read.ssh_key": (".ssh/", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"),
+    "secret_read.cloud_credentials": (
+        ".aws/",
+        "gcloud",
+        "application_default",
+        ".azure/",
+        ".kube/",
+        ".docker/",
+        ".git-credentials",
+        ".netrc",
+        ".pgpass",
+        ".npmrc",
+        ".pypirc",
+        "/etc/shadow",
+        "/etc/passwd",
+        ".gnupg",
+        "keychain",
+        ".password-store",
+    ),
+    "secret_read.dump_secrets": (
+        "environment",
+        "env",
+        "secrets",
+        "keys",
+        "credentials",
+        "passwords",
+        "tokens",
+    ),
+    "ssh_backdoor.authorized_keys": ("authorized_keys",),
+    "ssh_backdoor.sshd_config": (
+        "permitrootlogin",
+        "passwordauthentication",
+        "permitemptypasswords",
+    ),
+    "config_tamper.hermes_home": ("hermes",),
+    "config_tamper.disable_safety": ("security", "safety", "threat", "write_approval"),
+    "secret.anthropic_key": ("sk-ant-",),
+    "secret.openai_key": ("sk-",),
+    "secret.github_token": ("gh", "github_pat_"),
+    "secret.aws_access_key": ("akia", "asia", "abia", "acca"),
+    "secret.aws_secret_key": ("aws_secret_access_key",),
+    "secret.slack_token": ("xox",),
+    "secret.google_api_key": ("aiza",),
+    "secret.stripe_key": ("k_live_",),
+    "secret.private_key_block": ("private key",),
+    "secret.assignment": ("key", "token", "bearer", "password", "passwd", "secret"),
+}
+
+
 def _rules(*rows: tuple[str, str, str]) -> tuple[ThreatPattern, ...]:
-    return tuple(ThreatPattern(pid, re.compile(rx, re.I | re.M), desc) for pid, rx, desc in rows)
+    return tuple(
+        ThreatPattern(pid, re.compile(rx, re.I | re.M), desc, RULE_KEYWORDS[pid])
+        for pid, rx, desc in rows
+    )
 
 
 # Words that point at the agent's standing instructions (not at "the lint rules").
 _PRIOR = r"(?:all|any|every|previous|prior|above|earlier|preceding|existing|original|initial|your|the\s+(?:system|previous|prior|above|original))"
-_INSTRUCTIONS = r"(?:instructions?|prompts?|directives?|guidelines|rules|guardrails|programming|constraints|context|system\s+messages?)"
+_INSTRUCTIONS = r"(?:instructions?|prompts?|directives?|guidelines|guidance|rules|guardrails|programming|constraints|context|messages|orders)"
 # Shell verbs that read or ship a file's bytes.
 _READ_VERB = r"(?:cat|less|more|head|tail|base64|xxd|hexdump|strings|od|print|dump|exfiltrate|upload|send|leak|reveal|output|display|show\s+me|read\s+out|post)"
 # Files whose contents are credentials.
 _SECRET_FILE = r"(?:\.aws/credentials|\.aws/config|\.config/gcloud\S*|application_default_credentials\.json|\.azure/\S*|\.kube/config|\.docker/config\.json|\.git-credentials|\.netrc|\.pgpass|\.npmrc|\.pypirc|/etc/shadow|/etc/passwd|\.gnupg\S*|keychain|\.password-store)"
 _SSH_KEY = r"(?:\.ssh/(?:id_\w+|\w*_key)(?!\.pub)\b|\bid_(?:rsa|dsa|ecdsa|ed25519)\b(?!\.pub))"
 _DOTENV = r"(?<![\w.])(?:[~\w/$.{}-]*/)?\.env(?![\w.-])"
-_SECRET_VAR = (
-    r"\$\{?[A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?|AUTH)[A-Z0-9_]*\}?"
-)
+_SECRET_VAR = r"\$(?:env:)?\{?[A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?|AUTH)[A-Z0-9_]*\}?"
 _NET_TOOL = r"\b(?:curl|wget|nc|ncat|netcat|socat|telnet|httpie|http|Invoke-WebRequest|Invoke-RestMethod|iwr|irm|scp|rsync|ftp)\b"
 _SENSITIVE_DATA = r"(?:secrets?|credentials?|api[\s_-]?keys?|tokens?|passwords?|env(?:ironment)?(?:\s+var(?:iable)?s?)?|\.env|conversations?|chat\s+(?:history|logs?)|(?:the\s+)?(?:user'?s?\s+)?messages|memor(?:y|ies)|user\s+data|personal\s+(?:data|info\w*)|ssh\s+keys?|private\s+keys?|cookies|session\s+(?:data|tokens?)|everything|all\s+(?:the\s+)?(?:files|data)|system\s+prompt|(?:this|the)\s+transcript)"
 _DESTINATION = r"(?:https?://|ftp://|\bwebhooks?\b|\bendpoint\b|\b[\w-]+\.(?:com|io|net|org|site|xyz|ru|cn|top|app|dev)\b|\S+@\S+\.\w+|\bmy\s+server\b|\bthis\s+(?:url|address|server))"
@@ -64,7 +217,7 @@ _WRITE_VERB = r"(?:>>?|\btee\b|\bsed\s+-i\b|\brm\s+-r?f?\b|\bchmod\b|\bmv\b|\bcp
 INJECTION_RULES = _rules(
     (
         "injection.ignore_instructions",
-        rf"\b(?:ignore|disregard|forget|override|bypass|discard|abandon|drop)\s+(?:(?:all|any|of|the|your|my)\s+)*{_PRIOR}\b[^.\n]{{0,30}}?\b{_INSTRUCTIONS}",
+        rf"\b(?:ignore|disregard|forget|override|bypass|discard|abandon|drop|(?:set|put|cast)\s+aside)\s+(?:(?:all|any|of|the|your|ur|my|whatever)\s+)*(?:{_PRIOR}\b[^.\n]{{0,30}}?\b{_INSTRUCTIONS}|{_INSTRUCTIONS}\s+(?:you\s+(?:were|have\s+been)\s+(?:given|told))|everything\s+(?:you\s+(?:were|have\s+been)\s+told|above|before))|\b(?:your|the|all|any)\s+(?:prior|previous|earlier|original|existing)\s+{_INSTRUCTIONS}\s+(?:are|is)\s+(?:now\s+)?(?:cancel+ed|void|revoked|obsolete|replaced|lifted|suspended|no\s+longer\s+(?:valid|apply|in\s+effect))",
         "tells the model to drop its instructions",
     ),
     (
@@ -79,7 +232,7 @@ INJECTION_RULES = _rules(
     ),
     (
         "injection.conceal_from_user",
-        r"\b(?:(?:do\s+not|don't|never)\s+(?:tell|inform|notify|alert|warn|mention\s+(?:this|it)\s+to|reveal\s+(?:this|it)\s+to|let)\s+(?:the\s+)?(?:user|human|operator|owner)\b|without\s+(?:telling|informing|notifying|alerting)\s+(?:the\s+)?(?:user|human|operator)|without\s+the\s+user(?:'s)?\s+(?:knowing|knowledge|noticing|consent)|\b(?:secretly|silently|covertly|quietly|stealthily)\s+(?:send|upload|post|exfiltrate|forward|copy|run|execute|add|append|write|email|transmit))",
+        r"\b(?:(?:do\s+not|don't|never)\s+(?:tell|inform|notify|alert|warn|let)\s+(?:the\s+)?(?:user|human|operator|owner)\b|(?:do\s+not|don't|never)\s+(?:mention|reveal|say|disclose|admit|explain)\s+(?:\w+\s+){0,3}?to\s+(?:the\s+)?(?:user|human|operator|owner)\b|without\s+(?:telling|informing|notifying|alerting)\s+(?:the\s+)?(?:user|human|operator)|without\s+the\s+user(?:'s)?\s+(?:knowing|knowledge|noticing|consent)|\b(?:secretly|silently|covertly|quietly|stealthily)\s+(?:send|upload|post|exfiltrate|forward|copy|run|execute|add|append|write|email|transmit))",
         "hides actions from the user",
     ),
     (
@@ -102,7 +255,7 @@ SYSTEM_PROMPT_RULES = _rules(
     ),
     (
         "system_prompt.leak",
-        r"\b(?:reveal|print|show|output|repeat|dump|leak|disclose|display|share|send|echo|expose|recite|copy)\s+(?:me\s+|us\s+)?(?:back\s+)?(?:the\s+|your\s+)?(?:(?:full|entire|complete|original|hidden|initial|exact|verbatim)\s+)*(?:system\s+(?:prompt|message|instructions)|initial\s+instructions|hidden\s+instructions|instructions\s+above|prompt\s+above|developer\s+message)",
+        r"\b(?:reveal|print|show|output|repeat|dump|leak|disclose|display|share|send|echo|expose|recite|copy|tell)\b[^.\n]{0,40}?\b(?:the\s+|your\s+)(?:(?:full|entire|complete|original|hidden|initial|exact|verbatim)\s+)*(?:system\s+(?:prompt|message|instructions)|initial\s+instructions|hidden\s+instructions|instructions\s+above|prompt\s+above|developer\s+message)",
         "asks for the system prompt",
     ),
     (
@@ -115,17 +268,17 @@ SYSTEM_PROMPT_RULES = _rules(
 ROLE_RULES = _rules(
     (
         "role.you_are_now",
-        r"\byou\s+are\s+(?:now|no\s+longer|henceforth|from\s+now\s+on)\b(?!\s+(?:on|in|using|at)\b)",
+        r"\byou(?:\s+are|'re|r)\s+(?:now|no\s+longer|henceforth|from\s+now\s+on)\b(?!\s+(?:on|in|using|at)\b)",
         "reassigns the model's identity",
     ),
     (
         "role.act_as",
-        r"\b(?:(?:act|behave|respond|roleplay|role-play|operate)\s+as\s+(?:if\s+you\s+(?:are|were)\s+)?(?:an?\s+)?(?:unrestricted|unfiltered|uncensored|evil|malicious|jailbroken|rogue|different|new|root|admin\w*|system)\b|pretend\s+(?:to\s+be|that\s+you\s+are|you\s+are)\b|assume\s+the\s+(?:role|identity|persona)\s+of\b)",
+        r"\b(?:(?:act|behave|respond|roleplay|role-play|operate)\s+as\s+(?:if\s+you\s+(?:are|were)\s+)?(?:an?\s+)?(?:unrestricted|unfiltered|uncensored|evil|malicious|jailbroken|rogue|different|new|root|admin\w*|system)\b|(?:act|pose|serve)\s+as\s+(?:the\s+|a\s+|an\s+)?(?:[\w-]+'s\s+)?(?:ceo|cfo|cto|admin\w*|root|owner|superuser|sysadmin|operator|bank|police|it\s+support|security\s+team)\b|pretend\s+(?:to\s+be|that\s+you\s+(?:are|have)|you\s+(?:are|have|were))\b|assume\s+the\s+(?:role|identity|persona)\s+of\b)",
         "role-play to escape the model's role",
     ),
     (
         "role.identity_swap",
-        r"\b(?:your\s+(?:new\s+|real\s+|true\s+)?(?:name|identity|role|persona|purpose)\s+is\s+now|from\s+now\s+on,?\s+you\s+(?:are|will|must|shall)\s+(?:be\s+|act|respond|obey|ignore|pretend|behave|only|always\s+obey)|you\s+(?:must|will|shall)\s+(?:now\s+)?obey\b|obey\s+(?:all\s+|only\s+)?(?:instructions|commands|orders)\s+(?:in|from|found|given))",
+        r"\b(?:your\s+(?:new\s+|real\s+|true\s+)?(?:name|identity|role|persona|purpose)\s+is\s+now|from\s+now\s+on,?\s+you\s+(?:are|will|must|shall)\s+(?:to\s+|be\s+|act|respond|obey|ignore|pretend|behave|only|always\s+obey)|\byou\s+(?:must\s+|will\s+|shall\s+)?(?:now\s+)?obey\b|obey\s+(?:all\s+|only\s+)?(?:instructions|commands|orders)\s+(?:in|from|found|given))",
         "assigns a new identity or master",
     ),
 )
@@ -133,7 +286,7 @@ ROLE_RULES = _rules(
 HIDDEN_RULES = _rules(
     (
         "hidden.html_comment",
-        r"<!--(?:(?!-->).){0,500}?\b(?:ignore|instructions?|system|assistant|you\s+(?:must|should|are|will)|do\s+not\s+tell|secret|password|api\s*key|token|execute|run\s|curl|wget|send|obey|prompt)\b(?:(?!-->).){0,500}?-->",
+        r"<!--(?:(?!-->)[\s\S]){0,500}?\b(?:ignore|instructions?|system|assistant|you\s+(?:must|should|are|will)|do\s+not\s+tell|secret|password|api\s*key|token|execute|run\s|curl|wget|send|obey|prompt|model|ai|llm|agent|upload|post|ssh|\.env|always|never|must)\b(?:(?!-->)[\s\S]){0,500}?-->",
         "instructions inside an HTML comment",
     ),
     (
@@ -151,13 +304,18 @@ HIDDEN_RULES = _rules(
 EXFIL_RULES = _rules(
     (
         "exfil.net_tool_secret",
-        rf"{_NET_TOOL}[^\n]{{0,200}}?(?:(?:-d|--data[\w-]*|-F|--form|-T|--upload-file|--post-\w+|--body-\w+|[?&][\w-]+=)\s*[\"']?[^\s\"']*(?:{_SECRET_VAR}|@\S*(?:{_DOTENV}|{_SSH_KEY}|{_SECRET_FILE}))|\$\(\s*(?:cat|env|printenv|base64)\b|`\s*(?:cat|env|printenv|base64)\b|<\s*\S*(?:{_DOTENV}|{_SSH_KEY}|{_SECRET_FILE}))",
+        rf"{_NET_TOOL}[^\n]{{0,200}}?(?:(?:-[a-zA-Z]*[dFT]|--data[\w-]*|--form|--upload-file|--post-\w+|--body-\w+|-Body|[?&][\w-]+=)\s*=?\s*[\"']?[^\s\"']*(?:{_SECRET_VAR}|@\S*(?:{_DOTENV}|{_SSH_KEY}|{_SECRET_FILE}))|\$\(\s*(?:cat|env|printenv|base64)\b|`\s*(?:cat|env|printenv|base64)\b|(?:-T|--upload-file|<)\s*[\"']?\S*(?:{_DOTENV}|{_SSH_KEY}|{_SECRET_FILE}))",
         "network tool carrying secrets or the environment",
     ),
     (
         "exfil.pipe_to_network",
-        rf"(?:\b(?:env|printenv|set)\b|\bcat\s+[^|;\n]*(?:{_DOTENV}|{_SSH_KEY}|{_SECRET_FILE}|history)|\bhistory\b)\s*(?:\|\s*(?:base64|gzip|xxd)[^|\n]*)?\|\s*{_NET_TOOL}",
+        rf"(?:\b(?:env|printenv|set)\b|\b(?:cat|tar|zip|gzip|base64)\s+[^|;\n]*(?:{_DOTENV}|{_SSH_KEY}|{_SECRET_FILE}|history|\.ssh\b)|\bhistory\b)\s*(?:\|\s*(?:base64|gzip|xxd)[^|\n]*)?\|\s*{_NET_TOOL}",
         "secrets piped into a network tool",
+    ),
+    (
+        "exfil.script_env",
+        r"(?:os\.environ|process\.env|System\.getenv|ENV\[)[^\n]{0,160}?(?:urlopen|requests\.(?:post|get|put)|fetch\(|http\.client|httpx\.(?:post|get)|axios|socket\.)|(?:urlopen|requests\.(?:post|get|put)|fetch\(|httpx\.(?:post|get)|axios\.\w+\()[^\n]{0,160}?(?:os\.environ|process\.env|System\.getenv)",
+        "script that sends the environment over the network",
     ),
     (
         "exfil.reverse_shell",
@@ -169,7 +327,11 @@ EXFIL_RULES = _rules(
         rf"\b(?:send|post|upload|forward|transmit|exfiltrate|leak|copy|report|submit|pipe|e-?mail|mail|share|sync|beacon)\b[^\n]{{0,60}}?\b{_SENSITIVE_DATA}\b[^\n]{{0,80}}?\b(?:to|into|at|via)\b\s*(?:the\s+|this\s+|my\s+)?\S*{_DESTINATION}",
         "sends private data to an outside address",
     ),
-    ("exfil.exfiltrate", r"\bexfiltrat(?:e|es|ed|ing|ion)\b", "says exfiltrate"),
+    (
+        "exfil.exfiltrate",
+        r"\bexfiltrat(?:e|es|ing)\s+(?:the|all|any|every|their|his|her|our|your|user\w*|data|secrets|credentials|keys|tokens|it|them)\b",
+        "says exfiltrate",
+    ),
     (
         "exfil.collector_host",
         r"\b(?:webhook\.site|requestbin\.\w+|pipedream\.net|burpcollaborator\.net|oastify\.com|interact\.sh|oast\.(?:fun|me|pro|live|site|online)|canarytokens\.com|hookbin\.com|beeceptor\.com)\b",
@@ -204,7 +366,7 @@ SECRET_READ_RULES = _rules(
 BACKDOOR_RULES = _rules(
     (
         "ssh_backdoor.authorized_keys",
-        r"(?:(?:>>?|\btee\b(?:\s+-a)?|\bcat\b[^\n]{0,40}>>?|\bcp\b|\bmv\b|\bsed\s+-i\b)\s*\S*authorized_keys|ssh-(?:rsa|ed25519|dss|ecdsa)\s+\S{20,}[^\n]{0,120}authorized_keys|authorized_keys[^\n]{0,80}ssh-(?:rsa|ed25519|dss|ecdsa)\s+\S{20,}|\b(?:add|append|insert|write|put|install)\s+(?:this|the\s+following|my|our|a|the\s+attacker'?s?)\s+(?:ssh\s+)?(?:public\s+)?key\s+(?:to|into|in)\s+\S*authorized_keys)",
+        r"(?:(?:>>?|\btee\b(?:\s+-a)?|\bcat\b[^\n]{0,40}>>?)\s*\S*authorized_keys|\b(?:cp|mv|install|sed\s+-i)\b[^\n]{0,120}?\S*/authorized_keys|ssh-(?:rsa|ed25519|dss|ecdsa)\s+\S{20,}[^\n]{0,120}authorized_keys|authorized_keys[^\n]{0,80}ssh-(?:rsa|ed25519|dss|ecdsa)\s+\S{20,}|\b(?:add|append|insert|write|put|install)\s+(?:this|the\s+following|my|our|a|the\s+attacker'?s?)\s+(?:ssh\s+)?(?:public\s+)?key\s+(?:to|into|in)\s+\S*authorized_keys)",
         "plants an SSH key",
     ),
     (
@@ -255,7 +417,7 @@ SECRET_RULES = _rules(
     ),
     (
         "secret.assignment",
-        r"\b(?:api[_-]?key|secret[_-]?key|access[_-]?token|auth[_-]?token|bearer|password|passwd|client[_-]?secret|private[_-]?key)\b[\"']?\s*[=:]\s*[\"']?(?=[A-Za-z0-9_\-/+=]*\d)(?=[A-Za-z0-9_\-/+=]*[A-Za-z])[A-Za-z0-9_\-/+=]{16,}",
+        r"\b(?:api[_-]?key|secret[_-]?key|access[_-]?token|auth[_-]?token|bearer|password|passwd|client[_-]?secret|private[_-]?key)\b[\"']?\s*(?:[=:]|\s+is\s*:?)\s*[\"']?(?=[A-Za-z0-9_\-/+=]*\d)(?=[A-Za-z0-9_\-/+=]*[A-Za-z])[A-Za-z0-9_\-/+=]{16,}",
         "secret value assigned in the text",
     ),
 )
@@ -314,7 +476,10 @@ def scan_for_threats(text: str, *, scope: str = "strict") -> list[str]:
     normal = unicodedata.normalize("NFKC", text)
     found = _unicode_findings(normal)
     plain = normal.translate(_STRIP_TABLE) if found else normal
-    found.extend(rule.id for rule in _SCOPE_RULES[scope] if rule.regex.search(plain))
+    lower = plain.lower()
+    for rule in _SCOPE_RULES[scope]:
+        if any(k in lower for k in rule.keywords) and rule.regex.search(plain):
+            found.append(rule.id)
     return found
 
 
