@@ -260,9 +260,8 @@ class MemoryStore:
             after, records = _apply_logged(before, ops)
             self._check_result(target, kind, before, after, ops)
             if after == before:
-                return success(
-                    target, after, self.limits[target], "Entry already exists; nothing added."
-                )
+                message = "Entry already exists; nothing added."
+                return {**success(target, after, self.limits[target], message), "unchanged": True}
             _fileio.atomic_write(path, render_entries(after))
             common = {
                 "target": target,
@@ -499,10 +498,12 @@ def _apply_logged(
 def _drift_reason(text: str, entries: list[str], limit: int, name: str) -> str | None:
     if not text.strip():
         return None
-    if render_entries(entries) != text.strip():
+    if render_entries(entries) != text.strip() or any(
+        line.strip() == "§" for entry in entries for line in entry.splitlines()
+    ):
         return (
             f"{name} was changed outside the memory tool: it does not round-trip "
-            "(entries must be separated by a line holding only '§')."
+            "(entries must be separated by a line holding only '§', with Unix line endings)."
         )
     longest = max(entries, key=len)
     if len(longest) > limit:
