@@ -10,6 +10,7 @@ import click
 from ..config import load_config
 from ..errors import StoreError
 from ..memory import MemoryStore
+from ..memory.entries import usage
 from ._common import (
     EXIT_FAILURE,
     EXIT_NOT_FOUND,
@@ -101,7 +102,7 @@ def show(target: str | None, hermes_home: str | None, as_json: bool) -> None:
         report[name] = {
             "path": str(store.path(name)),
             "entries": entries,
-            "usage": len("\n§\n".join(entries)),
+            "usage": usage(entries),
             "limit": store.limits[name],
             "blocked": [
                 {"index": i, "pattern_ids": ids}
