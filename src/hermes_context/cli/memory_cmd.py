@@ -10,7 +10,6 @@ import click
 from ..config import load_config
 from ..errors import StoreError
 from ..memory import MemoryStore
-from ..memory.entries import usage
 from ._common import (
     EXIT_FAILURE,
     EXIT_NOT_FOUND,
@@ -87,30 +86,15 @@ def memory() -> None:
 @handle_errors
 def show(target: str | None, hermes_home: str | None, as_json: bool) -> None:
     """Print the live entries with their usage; poisoned entries are flagged."""
-    from ..memory.threats import scan_for_threats
-
     store = _store(hermes_home)
     report: dict[str, Any] = {}
     failed = False
     for name in [target] if target else list(_TARGETS):
         try:
-            entries = store.entries(name)
+            report[name] = store.status(name)
         except StoreError as exc:
             click.echo(f"error: {exc}", err=True)
             failed = True
-            continue
-        report[name] = {
-            "path": str(store.path(name)),
-            "entries": entries,
-            "usage": usage(entries),
-            "limit": store.limits[name],
-            "blocked": [
-                {"index": i, "pattern_ids": ids}
-                for i, e in enumerate(entries)
-                if (ids := scan_for_threats(e))
-            ],
-            "drift": store.drift(name),
-        }
     if as_json:
         emit_json(report)
     else:

@@ -125,6 +125,25 @@ class MemoryStore:
         _check_target(target)
         return self._read(target)[1]
 
+    def status(self, target: str) -> dict[str, Any]:
+        """What a person needs to review a file: entries, usage, flagged entries, drift.
+
+        Raises:
+            StoreError: the file is unreadable, not UTF-8, or a symlink out of the folder.
+        """
+        _check_target(target)
+        text, entries = self._read(target)
+        limit = self.limits[target]
+        blocked = [(i, scan_for_threats(e)) for i, e in enumerate(entries)]
+        return {
+            "path": str(self.path(target)),
+            "entries": entries,
+            "usage": usage(entries),
+            "limit": limit,
+            "blocked": [{"index": i, "pattern_ids": ids} for i, ids in blocked if ids],
+            "drift": _drift_reason(text, entries, limit, TARGET_FILENAMES[target]),
+        }
+
     def drift(self, target: str) -> str | None:
         """Why the file on disk was not written by this tool, or ``None`` when it is clean."""
         text, entries = self._read(target)
@@ -499,7 +518,7 @@ def _drift_reason(text: str, entries: list[str], limit: int, name: str) -> str |
     if not text.strip():
         return None
     if render_entries(entries) != text.strip() or any(
-        line.strip() == "§" for entry in entries for line in entry.splitlines()
+        "§" in entry and _has_delimiter_line(entry) for entry in entries
     ):
         return (
             f"{name} was changed outside the memory tool: it does not round-trip "
@@ -512,6 +531,11 @@ def _drift_reason(text: str, entries: list[str], limit: int, name: str) -> str |
             f"{len(longest):,} chars, more than the file's limit of {limit:,}."
         )
     return None
+
+
+def _has_delimiter_line(entry: str) -> bool:
+    """A line that is '§' but for whitespace or a CR: a delimiter mangled by an editor."""
+    return any(line.strip() == "§" for line in entry.splitlines())
 
 
 def _safe_entry(entry: str) -> str:
