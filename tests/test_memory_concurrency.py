@@ -67,11 +67,11 @@ def _worker(home: str, wid: int, n_ops: int, out: str) -> None:
                                      "refused": refused, "unexpected": unexpected}))  # fmt: skip
 
 
-def test_eight_processes_lose_no_update(hermes_home, tmp_path):
+def _run_workers(home: Path, tmp_path: Path) -> list[dict]:
     ctx = multiprocessing.get_context("spawn")
     outs = [tmp_path / f"worker{i}.json" for i in range(WORKERS)]
     procs = [
-        ctx.Process(target=_worker, args=(str(hermes_home), i, OPS_PER_WORKER, str(outs[i])))
+        ctx.Process(target=_worker, args=(str(home), i, OPS_PER_WORKER, str(outs[i])))
         for i in range(WORKERS)
     ]
     for p in procs:
@@ -83,29 +83,14 @@ def test_eight_processes_lose_no_update(hermes_home, tmp_path):
         if p.is_alive():
             p.kill()
     assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    return [json.loads(o.read_text()) for o in outs]
 
-    reports = [json.loads(o.read_text()) for o in outs]
-    assert [r["unexpected"] for r in reports] == [[]] * WORKERS
-    store = MemoryStore(memory_char_limit=BIG_LIMIT, user_char_limit=BIG_LIMIT)
-    for target in ("memory", "user"):
-        text = (hermes_home / "memories" / f"{target.upper()}.md").read_text(encoding="utf-8")
-        final = parse_entries(text)
-        assert store.drift(target) is None
-        assert len(final) == len(set(final)), "an entry is present twice"
-        expected = {e for r in reports for e in r["live"][target]}
-        assert set(final) == expected
-        for r in reports:
-            for tgt, refused in r["refused"]:
-                assert tgt != target or refused not in final
 
-    journal = store.history()
-    assert len(journal) == sum(len(r["committed"]) for r in reports)
-    replay: dict[str, collections.Counter] = {
-        "memory": collections.Counter(),
-        "user": collections.Counter(),
-    }
+def _replay(journal: list[dict]) -> dict[str, collections.Counter]:
+    """Content hashes each file should hold, rebuilt from the journal alone."""
+    bags: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for rec in journal:
-        bag = replay[rec["target"]]
+        bag = bags[rec["target"]]
         if rec["action"] == "add":
             bag[rec["content_hash"]] += 1
         elif rec["action"] == "remove":
@@ -113,7 +98,25 @@ def test_eight_processes_lose_no_update(hermes_home, tmp_path):
         else:
             bag[rec["old_hash"]] -= 1
             bag[rec["content_hash"]] += 0 if rec["merged"] else 1
-    for target, bag in replay.items():
+    return bags
+
+
+def test_eight_processes_lose_no_update(hermes_home, tmp_path):
+    reports = _run_workers(hermes_home, tmp_path)
+    assert [r["unexpected"] for r in reports] == [[]] * WORKERS
+    store = MemoryStore(memory_char_limit=BIG_LIMIT, user_char_limit=BIG_LIMIT)
+    for target in ("memory", "user"):
+        text = (hermes_home / "memories" / f"{target.upper()}.md").read_text(encoding="utf-8")
+        final = parse_entries(text)
+        assert store.drift(target) is None
+        assert len(final) == len(set(final)), "an entry is present twice"
+        assert set(final) == {e for r in reports for e in r["live"][target]}
+        refused = {text for r in reports for tgt, text in r["refused"] if tgt == target}
+        assert refused and not refused & set(final)
+
+    journal = store.history()
+    assert len(journal) == sum(len(r["committed"]) for r in reports)
+    for target, bag in _replay(journal).items():
         on_disk = collections.Counter(content_hash(e) for e in store.entries(target))
         assert +bag == on_disk and -bag == collections.Counter()
 

@@ -500,6 +500,16 @@ def test_memory_tool_dispatch(store, args, expect):
 
 
 def test_memory_tool_passes_origin_and_session(store):
-    memory_tool(store, action="add", target="user", content="x", origin="user", session_id="abc")
-    assert store.history()[-1]["origin"] == "user"
+    args = {"action": "add", "target": "user", "content": "x", "session_id": "abc"}
+    memory_tool(store, origin="background_review", **args)
+    assert store.history()[-1]["origin"] == "background_review"
     assert store.history()[-1]["session_id"] == "abc"
+
+
+def test_memory_tool_cannot_claim_a_person_wrote_it(hermes_home):
+    store = MemoryStore(write_approval="block")
+    result = json.loads(
+        memory_tool(store, action="add", target="memory", content="x", origin="user")
+    )
+    assert result["success"] is False and result["reason"] == "invalid"
+    assert store.entries("memory") == []

@@ -222,33 +222,32 @@ def pending(hermes_home: str | None, as_json: bool) -> None:
             click.echo(f"    {op['action']}{old}{new}")
 
 
-@memory.command()
-@click.argument("pending_id")
-@home_option
-@json_option
-@handle_errors
+def _pending_command(fn: Any) -> Any:
+    """Shared options of the commands that act on one staged write."""
+    for decorator in (handle_errors, json_option, home_option, click.argument("pending_id")):
+        fn = decorator(fn)
+    return memory.command()(fn)
+
+
+def _decide(method: str, pending_id: str, hermes_home: str | None) -> dict[str, Any]:
+    try:
+        return getattr(_store(hermes_home), method)(pending_id)
+    except StoreError as exc:
+        raise _not_found(exc) from None
+
+
+@_pending_command
 def approve(pending_id: str, hermes_home: str | None, as_json: bool) -> None:
     """Apply the staged write PENDING_ID to the memory files."""
-    try:
-        result = _store(hermes_home).approve(pending_id)
-    except StoreError as exc:
-        raise _not_found(exc) from None
-    _finish(
-        result, as_json, f"Approved {pending_id} into {_FILENAMES[result.get('target', 'memory')]}"
-    )
+    result = _decide("approve", pending_id, hermes_home)
+    name = _FILENAMES[result.get("target", "memory")]
+    _finish(result, as_json, f"Approved {pending_id} into {name}")
 
 
-@memory.command()
-@click.argument("pending_id")
-@home_option
-@json_option
-@handle_errors
+@_pending_command
 def reject(pending_id: str, hermes_home: str | None, as_json: bool) -> None:
     """Discard the staged write PENDING_ID without applying it."""
-    try:
-        result = _store(hermes_home).reject(pending_id)
-    except StoreError as exc:
-        raise _not_found(exc) from None
+    result = _decide("reject", pending_id, hermes_home)
     if as_json:
         emit_json(result)
     else:

@@ -74,14 +74,14 @@ def file_lock(path: Path) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the flock
 
 
-def read_text(path: Path) -> str | None:
-    """Read a memory file as UTF-8, dropping a leading BOM; ``None`` when it does not exist.
+def read_bytes(path: Path) -> bytes | None:
+    """The bytes of ``path``; ``None`` when it does not exist.
 
     Raises:
-        StoreError: unreadable (``reason="unreadable"``) or not UTF-8 (``reason="not_utf8"``).
+        StoreError: it cannot be read (``reason="unreadable"``).
     """
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -91,6 +91,17 @@ def read_text(path: Path) -> str | None:
             path=str(path),
             reason="unreadable",
         ) from None
+
+
+def read_text(path: Path) -> str | None:
+    """Read a memory file as UTF-8, dropping a leading BOM; ``None`` when it does not exist.
+
+    Raises:
+        StoreError: unreadable (``reason="unreadable"``) or not UTF-8 (``reason="not_utf8"``).
+    """
+    data = read_bytes(path)
+    if data is None:
+        return None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -159,14 +170,9 @@ def backup_file(path: Path, *, now: float | None = None) -> Path | None:
     When the newest backup already holds the same bytes it is reused, so a file
     that stays drifted does not produce a new backup on every refused write.
     """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    data = read_bytes(path)
+    if data is None:
         return None
-    except OSError as exc:
-        raise StoreError(
-            f"cannot back up {path}: {exc.strerror or exc}", path=str(path), reason="unreadable"
-        ) from None
     existing = latest_backup(path)
     if existing is not None and existing.read_bytes() == data:
         return existing

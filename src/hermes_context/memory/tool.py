@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from .approval import GATED_ORIGINS
 from .results import failure
 
 if TYPE_CHECKING:
@@ -69,8 +70,10 @@ def memory_tool(store: MemoryStore, **tool_args: Any) -> str:
     Args:
         store: The session's store.
         **tool_args: The call's arguments (``action``, ``target``, ``content``,
-            ``old_text``, ``operations``), plus optional ``origin`` and ``session_id``
-            supplied by the host rather than the model.
+            ``old_text``, ``operations``), plus optional ``origin`` (``agent`` or
+            ``background_review``) and ``session_id`` supplied by the host. A tool
+            call is never a person's write, so ``origin="user"`` is refused: a model
+            that slipped it into its arguments must not get past write approval.
     """
     return json.dumps(_dispatch(store, tool_args), ensure_ascii=False)
 
@@ -79,6 +82,12 @@ def _dispatch(store: MemoryStore, args: dict[str, Any]) -> dict[str, Any]:
     target = args.get("target")
     action = args.get("action")
     meta = {"origin": args.get("origin", "agent"), "session_id": args.get("session_id")}
+    if meta["origin"] not in GATED_ORIGINS:
+        return failure(
+            f"origin {meta['origin']!r} is not allowed for a tool call "
+            f"(use one of {', '.join(GATED_ORIGINS)}).",
+            "invalid",
+        )
     if target not in ("memory", "user"):
         return failure(f"'target' is required: 'memory' or 'user' (got {target!r}).", "invalid")
     if args.get("operations") is not None:
