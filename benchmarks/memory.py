@@ -145,7 +145,11 @@ def main() -> None:
     args = parser.parse_args()
 
     print(f"memory store benchmark (cpu count {os.cpu_count()}, fsync on, median of {args.rounds})")
-    print(f"{'case':<34}{'store ops/s':>12}{'p95 ms':>9}{'floor ops/s':>13}{'p95 ms':>9}")
+    load = os.getloadavg()[0]
+    print(f"load average at start {load:.2f}: other work on the machine skews both columns")
+    print(
+        f"{'case':<30}{'store ops/s':>12}{'p95 ms':>9}{'floor ops/s':>13}{'p95 ms':>9}{'ratio':>7}"
+    )
     cases = [("1 process", 1, args.ops), (f"{args.procs} processes", args.procs, args.ops_per_proc)]
     for label, procs, ops in cases:
         store_runs, floor_runs = [], []
@@ -154,8 +158,10 @@ def main() -> None:
             floor_runs.append(_run("floor", procs, ops))
         s_ops, s_p95 = (statistics.median(x) for x in zip(*store_runs, strict=True))
         f_ops, f_p95 = (statistics.median(x) for x in zip(*floor_runs, strict=True))
+        # Store throughput as a share of the floor, per interleaved round.
+        ratio = statistics.median(s[0] / f[0] for s, f in zip(store_runs, floor_runs, strict=True))
         name = f"add, {label} x {ops}"
-        print(f"{name:<34}{s_ops:>12.0f}{s_p95:>9.2f}{f_ops:>13.0f}{f_p95:>9.2f}")
+        print(f"{name:<30}{s_ops:>12.0f}{s_p95:>9.2f}{f_ops:>13.0f}{f_p95:>9.2f}{ratio:>7.2f}")
     scan = _scanner(args.scan_repeat)
     print(f"scanner: {scan['entries_per_s']:,.0f} entries/s over the corpus; "
           f"full 2,200-char store ({scan['store_entries']} entries): "
