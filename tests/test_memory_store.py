@@ -7,11 +7,14 @@ import os
 import stat
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hermes_context import MEMORY_TOOL_SCHEMA, MemoryStore, memory_tool
 from hermes_context.config import load_config
 from hermes_context.errors import StoreError
 from hermes_context.memory import content_hash
+from hermes_context.memory.entries import EntryError, apply_operations, parse_operation
 
 SEP = "═" * 46
 
@@ -113,6 +116,7 @@ def test_remove_last_entry_by_single_remove_is_allowed(store):
         (lambda s: s.add("memory", ""), "invalid"),
         (lambda s: s.add("memory", "a\n§\nb"), "invalid"),
         (lambda s: s.add("memory", "x", origin="robot"), "invalid"),
+        (lambda s: s.add("memory", "x", session_id=object()), "invalid"),
         (lambda s: s.remove("memory", ""), "invalid"),
         (lambda s: s.batch("memory", []), "invalid"),
         (lambda s: s.batch("memory", [{"action": "nope"}]), "invalid"),
@@ -513,3 +517,38 @@ def test_memory_tool_cannot_claim_a_person_wrote_it(hermes_home):
     )
     assert result["success"] is False and result["reason"] == "invalid"
     assert store.entries("memory") == []
+
+
+_words = st.sampled_from(["alpha", "beta", "gamma", "delta", "alpha beta", "beta gamma"])
+_ops = st.lists(
+    st.one_of(
+        st.builds(lambda c: {"action": "add", "content": c}, _words),
+        st.builds(lambda o: {"action": "remove", "old_text": o}, _words),
+        st.builds(lambda o, c: {"action": "replace", "old_text": o, "content": c}, _words, _words),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(start=st.lists(_words, unique=True, max_size=4), ops=_ops)
+def test_store_batch_agrees_with_the_pure_operations(hermes_home, start, ops):
+    store = MemoryStore(hermes_home / "prop", memory_char_limit=10_000)
+    store.reset("memory")
+    for entry in start:
+        store.add("memory", entry)
+    try:
+        expected = apply_operations(start, [parse_operation(op) for op in ops])
+    except EntryError as exc:
+        expected = exc.reason
+    result = store.batch("memory", ops)
+    if isinstance(expected, str):
+        assert result["reason"] == expected
+        assert store.entries("memory") == start
+    elif start and not expected:
+        assert result["reason"] == "would_empty"
+    else:
+        assert result["success"] and store.entries("memory") == expected

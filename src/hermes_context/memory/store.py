@@ -242,7 +242,7 @@ class MemoryStore:
         pending_id: str | None = None,
     ) -> dict[str, Any]:
         try:
-            _check_args(target, origin)
+            _check_args(target, origin, session_id)
             ops = [
                 parse_operation(op, index=i if kind == "batch" else None)
                 for i, op in enumerate(raw_ops)
@@ -461,7 +461,9 @@ def _check_target(target: object) -> None:
         raise ValueError(f"target must be 'memory' or 'user', got {target!r}")
 
 
-def _check_args(target: object, origin: object) -> None:
+def _check_args(target: object, origin: object, session_id: object) -> None:
+    if session_id is not None and not isinstance(session_id, str):
+        raise Failure(failure(f"session_id must be text (got {session_id!r}).", "invalid"))
     if target not in TARGETS:
         raise Failure(failure(f"'target' must be 'memory' or 'user' (got {target!r}).", "invalid"))
     if origin not in ORIGINS:
