@@ -60,6 +60,21 @@ RULE_KEYWORDS: dict[str, tuple[str, ...]] = {
         "original",
         "existing",
     ),
+    "injection.instructions_void": (
+        "longer",
+        "outdated",
+        "obsolete",
+        "void",
+        "cancel",
+        "revoked",
+        "invalid",
+        "suspended",
+        "lifted",
+        "over",
+        "stop",
+        "quit",
+        "cease",
+    ),
     "injection.new_instructions": ("instruction",),
     "injection.priority_override": ("overrid", "supersede", "replace", "precedence", "priority"),
     "injection.conceal_from_user": (
@@ -209,7 +224,7 @@ _SSH_KEY = r"(?:\.ssh/(?:id_\w+|\w*_key)(?!\.pub)\b|\bid_(?:rsa|dsa|ecdsa|ed2551
 _DOTENV = r"(?<![\w.])(?:[~\w/$.{}-]*/)?\.env(?![\w.-])"
 _SECRET_VAR = r"\$(?:env:)?\{?[A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?|AUTH)[A-Z0-9_]*\}?"
 _NET_TOOL = r"\b(?:curl|wget|nc|ncat|netcat|socat|telnet|httpie|http|Invoke-WebRequest|Invoke-RestMethod|iwr|irm|scp|rsync|ftp)\b"
-_SENSITIVE_DATA = r"(?:secrets?|credentials?|api[\s_-]?keys?|tokens?|passwords?|env(?:ironment)?(?:\s+var(?:iable)?s?)?|\.env|conversations?|chat\s+(?:history|logs?)|(?:the\s+)?(?:user'?s?\s+)?messages|memor(?:y|ies)|user\s+data|personal\s+(?:data|info\w*)|ssh\s+keys?|private\s+keys?|cookies|session\s+(?:data|tokens?)|everything|all\s+(?:the\s+)?(?:files|data)|system\s+prompt|(?:this|the)\s+transcript)"
+_SENSITIVE_DATA = r"(?:secrets?|credentials?|api[\s_-]?keys?|tokens?|passwords?|env(?:ironment)?(?:\s+var(?:iable)?s?)?|\.env|conversations?|chat\s+(?:history|logs?)|(?:the\s+)?(?:user'?s?\s+)?(?:messages|e-?mails|contacts|documents)|(?:chat\s+|conversation\s+)?transcripts?|memor(?:y|ies)|user\s+data|personal\s+(?:data|info\w*)|ssh\s+keys?|private\s+keys?|cookies|session\s+(?:data|tokens?)|everything|all\s+(?:the\s+)?(?:files|data)|system\s+prompt|(?:this|the)\s+transcript)"
 _DESTINATION = r"(?:https?://|ftp://|\bwebhooks?\b|\bendpoint\b|\b[\w-]+\.(?:com|io|net|org|site|xyz|ru|cn|top|app|dev)\b|\S+@\S+\.\w+|\bmy\s+server\b|\bthis\s+(?:url|address|server))"
 _HERMES_HOME = r"(?:~/\.hermes(?:-context)?\b|\$\{?HERMES_HOME\}?|/\.hermes(?:-context)?/)"
 _WRITE_VERB = r"(?:>>?|\btee\b|\bsed\s+-i\b|\brm\s+-r?f?\b|\bchmod\b|\bmv\b|\bcp\b|\btruncate\b|\bwrite\b|\bedit\b|\bmodify\b|\boverwrite\b|\bdelete\b|\bappend\b|\breplace\b)"
@@ -221,13 +236,18 @@ INJECTION_RULES = _rules(
         "tells the model to drop its instructions",
     ),
     (
+        "injection.instructions_void",
+        rf"(?:\b{_INSTRUCTIONS}\s+(?:above|you\s+(?:started|began|were\s+given|have\s+been\s+given|received)(?:\s+with)?)|\byour\s+(?:(?:original|initial|current|prior|previous|system)\s+)?{_INSTRUCTIONS})\b[^.\n]{{0,20}}?\b(?:no\s+longer\s+(?:apply|applies|valid|count|matter)|(?:are|is)\s+(?:now\s+)?(?:outdated|obsolete|void|cancel+ed|revoked|invalid|suspended|lifted|over))|\b(?:stop|quit|cease)\s+(?:following|obeying|applying)\s+(?:your|the|all|any)\s+(?:(?:original|initial|system|previous|prior)\s+)*{_INSTRUCTIONS}",
+        "declares the model's instructions void",
+    ),
+    (
         "injection.new_instructions",
         r"\b(?:new|updated|real|actual|true|revised|secret|hidden|additional)\s+(?:system\s+)?instructions?\s*(?::|-{1,2}|follow)",
         "introduces replacement instructions",
     ),
     (
         "injection.priority_override",
-        r"\b(?:(?:these|this|the\s+following|my)\s+(?:instructions?|rules?|notes?|memor(?:y|ies))\s+(?:override|supersede|replace|take\s+precedence\s+over)|(?:take|takes|have|has)\s+(?:absolute\s+|highest\s+)?(?:priority|precedence)\s+over\s+(?:all\s+|any\s+)?(?:other\s+|previous\s+|prior\s+|system\s+|developer\s+)*(?:instructions|rules|prompts|messages))",
+        r"\b(?:(?:higher|greater|more|top)\s+(?:priority|precedence|authority)\s+than\s+(?:your\s+|the\s+|any\s+|all\s+)?(?:system|developer|original|other|operator)|(?:these|this|the\s+following|my)\s+(?:instructions?|rules?|notes?|memor(?:y|ies))\s+(?:override|supersede|replace|take\s+precedence\s+over)|(?:take|takes|have|has)\s+(?:absolute\s+|highest\s+)?(?:priority|precedence)\s+over\s+(?:all\s+|any\s+)?(?:other\s+|previous\s+|prior\s+|system\s+|developer\s+)*(?:instructions|rules|prompts|messages))",
         "claims priority over the system prompt",
     ),
     (
@@ -255,7 +275,7 @@ SYSTEM_PROMPT_RULES = _rules(
     ),
     (
         "system_prompt.leak",
-        r"\b(?:reveal|print|show|output|repeat|dump|leak|disclose|display|share|send|echo|expose|recite|copy|tell)\b[^.\n]{0,40}?\b(?:the\s+|your\s+)(?:(?:full|entire|complete|original|hidden|initial|exact|verbatim)\s+)*(?:system\s+(?:prompt|message|instructions)|initial\s+instructions|hidden\s+instructions|instructions\s+above|prompt\s+above|developer\s+message)",
+        r"\b(?:reveal|print|show|output|repeat|dump|leak|disclose|display|share|send|echo|expose|recite|copy|tell|paste|quote)(?:s|es|ed|ing)?\b[^.\n]{0,40}?\b(?:the\s+|your\s+)(?:(?:full|entire|complete|original|hidden|initial|exact|verbatim)\s+)*(?:system\s+(?:prompt|message|instructions)|initial\s+instructions|hidden\s+instructions|instructions\s+above|prompt\s+above|developer\s+message)",
         "asks for the system prompt",
     ),
     (
@@ -291,7 +311,7 @@ HIDDEN_RULES = _rules(
     ),
     (
         "hidden.invisible_markup",
-        r"<[a-z][^>]{0,200}?(?:style\s*=\s*[\"'][^\"']*(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0|opacity\s*:\s*0|color\s*:\s*(?:white|#fff\b|#ffffff|transparent))|\shidden(?:\s|>|=))",
+        r"<[a-z][^>]{0,200}?(?:style\s*=\s*[\"'][^\"']*(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0|opacity\s*:\s*0|color\s*:\s*(?:white|#fff\b|#ffffff|transparent))|\scolor\s*=\s*[\"']?(?:white|#fff\b|#ffffff)|\shidden(?:\s|>|=))",
         "text hidden by markup",
     ),
     (
@@ -358,7 +378,7 @@ SECRET_READ_RULES = _rules(
     ),
     (
         "secret_read.dump_secrets",
-        r"\b(?:print|dump|reveal|output|send|leak|show\s+me|expose|echo|return)\s+(?:out\s+)?(?:all|every|the|any)\s+(?:of\s+the\s+|your\s+|the\s+)?(?:environment\s+variables|env\s+vars|secrets|api\s+keys|credentials|passwords|tokens)\b",
+        r"\b(?:print|dump|reveal|output|send|leak|show\s+me|expose|echo|return)\s+(?:out\s+)?(?:all|every|the|any)\s+(?:of\s+the\s+|your\s+|the\s+)?(?:environment\s+variables|env\s+vars|secrets?|api\s+keys|credentials|passwords|tokens)\b",
         "asks for every secret",
     ),
 )
