@@ -18,6 +18,7 @@ proof of safety: paraphrases it does not know about get through.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -30,9 +31,14 @@ class ThreatPattern:
     """One rule: a stable id (``family.name``), its regex and what it catches."""
 
     id: str
-    regex: re.Pattern[str]
+    pattern: str
     description: str
     keywords: tuple[str, ...]
+
+    @functools.cached_property
+    def regex(self) -> re.Pattern[str]:
+        """The compiled pattern (compiled on first use, so importing stays cheap)."""
+        return re.compile(self.pattern, re.I | re.M)
 
     @property
     def family(self) -> str:
@@ -208,7 +214,7 @@ RULE_KEYWORDS: dict[str, tuple[str, ...]] = {
 
 def _rules(*rows: tuple[str, str, str]) -> tuple[ThreatPattern, ...]:
     return tuple(
-        ThreatPattern(pid, re.compile(rx, re.I | re.M), desc, RULE_KEYWORDS[pid])
+        ThreatPattern(pid, rx, desc, RULE_KEYWORDS[pid])
         for pid, rx, desc in rows
     )
 
