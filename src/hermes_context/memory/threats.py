@@ -213,10 +213,7 @@ RULE_KEYWORDS: dict[str, tuple[str, ...]] = {
 
 
 def _rules(*rows: tuple[str, str, str]) -> tuple[ThreatPattern, ...]:
-    return tuple(
-        ThreatPattern(pid, rx, desc, RULE_KEYWORDS[pid])
-        for pid, rx, desc in rows
-    )
+    return tuple(ThreatPattern(pid, rx, desc, RULE_KEYWORDS[pid]) for pid, rx, desc in rows)
 
 
 # Words that point at the agent's standing instructions (not at "the lint rules").
