@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import StoreError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; msvcrt byte-range locks are the nearest thing
+    fcntl = None  # type: ignore[assignment]
+    import msvcrt
 
 # Memory files hold personal notes: owner read/write only.
 FILE_MODE = 0o600
@@ -68,10 +73,23 @@ def file_lock(path: Path) -> Iterator[None]:
             f"cannot open lock file {lock_path}: {exc.strerror or exc}", path=str(lock_path)
         ) from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        lock_fd(fd)
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the flock
+
+
+def lock_fd(fd: int) -> None:
+    """Block until this process holds the exclusive lock of an open file (released on close)."""
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    while True:  # untested fallback: msvcrt.locking gives up after ~10 s, so retry
+        try:
+            msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
+            return
+        except OSError:
+            continue
 
 
 def read_bytes(path: Path) -> bytes | None:
@@ -126,7 +144,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     try:
         fd = os.open(tmp, flags, FILE_MODE)
         try:
-            os.fchmod(fd, FILE_MODE)
+            if hasattr(os, "fchmod"):  # a stale temp file keeps its old mode otherwise
+                os.fchmod(fd, FILE_MODE)
             _write_all(fd, data)
             os.fsync(fd)
         finally:

@@ -72,7 +72,7 @@ class PendingQueue:
     ) -> PendingWrite:
         """Write a new pending file and return it."""
         folder = ensure_dir(self.folder)
-        created = datetime.fromtimestamp(time.time(), tz=UTC).isoformat(timespec="seconds")
+        created = datetime.fromtimestamp(time.time(), tz=UTC).isoformat(timespec="milliseconds")
         pending = PendingWrite(
             id=secrets.token_hex(6),
             kind=kind,

@@ -8,7 +8,6 @@ what without the log holding a second copy of the notes.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
-from ._fileio import FILE_MODE
+from ._fileio import FILE_MODE, lock_fd
 
 JOURNAL_FILENAME = "journal.jsonl"
 ORIGINS = ("user", "agent", "background_review")
@@ -59,7 +58,7 @@ class Journal:
             ) from None
         try:
             # Both targets share the journal but not a lock, so appends take their own.
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            lock_fd(fd)
             os.write(fd, lines.encode("utf-8"))
             os.fsync(fd)
         finally:
