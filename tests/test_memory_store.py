@@ -455,6 +455,19 @@ def test_reset_empties_and_keeps_a_backup(store, hermes_home):
     assert store.history()[-1]["action"] == "reset"
 
 
+def test_reset_of_an_unreadable_file_raises_a_store_error(store, hermes_home):
+    _file(hermes_home).mkdir(parents=True)
+    with pytest.raises(StoreError, match="cannot read"):
+        store.reset("memory")
+
+
+def test_reset_works_on_a_non_utf8_file_and_backs_up_its_bytes(store, hermes_home):
+    _write_raw(hermes_home, b"caf\xe9")
+    store.reset("memory")
+    assert open(store.last_reset_backups["memory"], "rb").read() == b"caf\xe9"
+    assert store.entries("memory") == []
+
+
 def test_from_config_uses_memory_settings(hermes_home):
     (hermes_home / "config.yaml").write_text(
         "memory:\n  memory_char_limit: 10\n  write_approval: block\n", encoding="utf-8"

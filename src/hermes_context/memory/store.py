@@ -438,9 +438,9 @@ class MemoryStore:
         _fileio.ensure_dir(self.memory_dir)
         path = self._real_path(target)
         with _fileio.file_lock(path):
-            if not path.exists() or path.stat().st_size == 0:
+            data = _fileio.read_bytes(path)
+            if not data:
                 return
-            old_text = path.read_bytes().decode("utf-8", "replace")
             backup = _fileio.backup_file(path)
             if backup:
                 self.last_reset_backups[target] = str(backup)
@@ -450,7 +450,7 @@ class MemoryStore:
                 "target": target,
                 "origin": origin,
                 "session_id": None,
-                "content_hash": content_hash(old_text),
+                "content_hash": content_hash(data.decode("utf-8", "replace")),
                 "chars": 0,
             }
             self.journal.append([record])
