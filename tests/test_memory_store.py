@@ -351,6 +351,13 @@ def test_symlink_out_of_the_folder_is_refused(store, hermes_home, tmp_path):
     assert _file(hermes_home).is_symlink()
 
 
+def test_symlink_loop_is_refused(store, hermes_home):
+    (hermes_home / "memories").mkdir()
+    _file(hermes_home).symlink_to(_file(hermes_home))
+    result = store.add("memory", "x")
+    assert result["reason"] == "symlink" and "cannot be resolved" in result["error"]
+
+
 def test_symlink_inside_the_folder_is_followed_and_kept(store, hermes_home):
     real = _write_raw(hermes_home, "one", name="notes.md")
     _file(hermes_home).symlink_to(real)

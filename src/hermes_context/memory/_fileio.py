@@ -50,7 +50,14 @@ def resolve_inside(path: Path, folder: Path) -> Path:
     """
     if not path.is_symlink():
         return path
-    target = path.resolve()
+    try:
+        target = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        raise StoreError(
+            f"{path} is a symlink that cannot be resolved (a loop?); replace it with a regular file.",
+            path=str(path),
+            reason="symlink",
+        ) from None
     if not target.is_relative_to(folder):
         raise StoreError(
             f"{path} is a symlink to {target}, outside the memory folder {folder}; "

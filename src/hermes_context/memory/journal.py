@@ -61,6 +61,11 @@ class Journal:
             lock_fd(fd)
             os.write(fd, lines.encode("utf-8"))
             os.fsync(fd)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot append to journal {self.path}: {exc.strerror or exc}; check free space",
+                path=str(self.path),
+            ) from None
         finally:
             os.close(fd)
 

@@ -257,6 +257,8 @@ class MemoryStore:
             return self._fail(failure(str(exc), exc.reason, **exc.data))
         except StoreError as exc:
             return self._fail(failure(str(exc), exc.data.get("reason", "store"), path=exc.path))
+        except OSError as exc:  # a last guard: the tool must answer, not crash the agent
+            return self._fail(failure(f"memory write failed: {exc}; retry later.", "store"))
         if any(op.action == "add" for op in ops):
             self._strikes = 0
         return result
