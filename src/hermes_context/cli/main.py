@@ -13,6 +13,7 @@ from .. import __version__
 _SUBCOMMANDS = {
     "compress": ("hermes_context.cli.compress_cmd", "compress"),
     "config": ("hermes_context.cli.config_cmd", "config"),
+    "memory": ("hermes_context.cli.memory_cmd", "memory"),
 }
 
 
