@@ -8,7 +8,6 @@ import pytest
 
 from hermes_context import ContextCompressor, LLMAPIError, validate_messages
 from hermes_context.compression import assembly, prompt
-from hermes_context.compression.summarizers import SummarizerUnavailable
 from hermes_context.llm.testing import FailingSummarizer, FunctionSummarizer
 from hermes_context.messages import content_text
 from hermes_context.synthetic import generate_transcript
@@ -272,7 +271,6 @@ def test_auth_quota_network_abort_and_leave_input_unchanged(error, cooldown):
         (LLMAPIError("cut", kind="stream"), 30),
         (LLMAPIError("boom", status_code=500, kind="other"), 60),
         (LLMAPIError("busy", status_code=429, kind="rate_limit"), 60),
-        (SummarizerUnavailable("no model"), 600),
     ],
 )
 def test_other_failures_fall_back_to_deterministic(error, cooldown):
@@ -330,19 +328,21 @@ def test_empty_llm_output_is_a_failure():
     assert result.used_fallback and "empty" in result.error
 
 
-def test_unexpected_exception_rolls_back():
-    def broken(_m):
-        raise RuntimeError("bug in a plugin")
+def test_unexpected_exception_rolls_back(monkeypatch):
+    def boom(*_a, **_k):
+        raise RuntimeError("bug in assembly")
 
+    monkeypatch.setattr(assembly, "assemble", boom)
     events = []
     comp = ContextCompressor(
-        8_000, summarizer=broken, status_callback=lambda e, d: events.append((e, d)), clock=Clock()
+        8_000, status_callback=lambda e, d: events.append((e, d)), clock=Clock()
     )
     msgs = _session()
+    snapshot = copy.deepcopy(msgs)
     result = comp.compress(msgs)
-    assert result.aborted and result.messages == msgs
-    assert "RuntimeError: bug in a plugin" in result.error
-    assert events[-1] == ("compression_aborted", {"error": "RuntimeError: bug in a plugin"})
+    assert result.aborted and result.messages == snapshot and msgs == snapshot
+    assert "RuntimeError: bug in assembly" in result.error
+    assert events[-1] == ("compression_aborted", {"error": "RuntimeError: bug in assembly"})
 
 
 def test_missing_pinned_facts_are_added_to_llm_summary():
@@ -461,3 +461,112 @@ def test_invalid_input_raises():
 
     with pytest.raises(InvalidMessagesError, match="message 1"):
         _comp().compress([{"role": "user", "content": "a"}, "oops"])
+
+
+# -- regressions found in review ---------------------------------------------
+
+
+def _summary_msg(role, body):
+    return {
+        "role": role,
+        "content": assembly.summary_block(body),
+        "_compressed_summary": True,
+        "_compressed_summary_has_user_turn": True,
+    }
+
+
+def test_standalone_summary_in_the_tail_is_folded_not_dropped():
+    msgs = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "first ask"},
+        {"role": "assistant", "content": "x " * 10_000},
+        {"role": "user", "content": "second ask"},
+        _summary_msg("assistant", "## Goal\n- old"),
+        {"role": "user", "content": "third ask"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "fourth ask"},
+    ]
+    res = ContextCompressor(20_000, protect_last_n=3).compress(msgs, force=True)
+    validate_messages(res.messages)
+    assert sum(1 for m in res.messages if m.get("_compressed_summary")) == 1
+
+
+def test_a_failing_llm_is_called_once_per_compress_even_with_target_tokens():
+    summ = FailingSummarizer(LLMAPIError("slow", kind="timeout"))
+    comp = ContextCompressor(200_000, summarizer=summ, clock=Clock())
+    msgs = _session(200, seed=12)
+    result = comp.compress(msgs, target_tokens=2_000)
+    assert len(summ.calls) == 1
+    assert result.used_fallback and comp.get_state()["timeout_strikes"] == 1
+
+
+def test_turn_cap_survives_compression_folding_user_messages():
+    msgs = [{"role": "system", "content": "sys"}]
+    for i in range(12):
+        msgs += [
+            {"role": "user", "content": f"ask {i} " + "w " * 3000},
+            {"role": "assistant", "content": "z " * 3000},
+        ]
+    msgs.append({"role": "user", "content": "final ask"})
+    comp = ContextCompressor(20_000, protect_last_n=2, max_attempts=1, clock=Clock())
+    first = comp.compress(msgs)
+    assert first.changed
+    more = first.messages + [
+        {"role": "assistant", "content": "q " * 3000},
+        {"role": "user", "content": "final ask"},
+    ]
+    comp._state.ineffective_count = 0
+    assert "too often" in comp.compress(more).report.warnings[0]
+    comp.start_turn()
+    assert not comp.compress(more).report.warnings or comp.compress(more).aborted is False
+
+
+def test_pinned_facts_of_several_previous_summaries_all_survive():
+    msgs = [
+        {"role": "system", "content": "sys"},
+        _summary_msg("user", "## Constraints & Preferences\n- Never touch alpha.db in production."),
+        {"role": "assistant", "content": "a " * 4_000},
+        _summary_msg("user", "## Constraints & Preferences\n- Never touch beta.db in production."),
+        {"role": "assistant", "content": "b " * 4_000},
+        {"role": "user", "content": "go on"},
+    ]
+    res = ContextCompressor(8_000, protect_last_n=1).compress(msgs, force=True)
+    assert "alpha.db" in res.summary and "beta.db" in res.summary
+
+
+def test_plugin_summariser_crash_degrades_to_fallback():
+    def broken(_m):
+        raise KeyError("oops")
+
+    comp = ContextCompressor(8_000, summarizer=broken, clock=Clock())
+    res = comp.compress(_session())
+    assert res.used_fallback and not res.aborted and "KeyError" in res.error
+
+
+def test_unconfigured_llm_is_not_a_fallback():
+    from hermes_context.compression import OpenAISummarizer
+
+    comp = ContextCompressor(
+        8_000, summarizer=OpenAISummarizer(base_url=None, api_key=None, model=None), clock=Clock()
+    )
+    res = comp.compress(_session())
+    assert not res.used_fallback and comp.get_state()["fallback_streak"] == 0
+    assert res.report.summariser == "deterministic (no LLM configured)"
+
+
+def test_malformed_tool_calls_are_rejected_up_front():
+    from hermes_context import InvalidMessagesError
+
+    bad = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": None, "tool_calls": ["ls"]},
+    ]
+    with pytest.raises(InvalidMessagesError, match="tool call 0"):
+        _comp().compress(bad)
+
+
+def test_developer_system_prompt_gets_the_note():
+    msgs = _session()
+    msgs[0] = {**msgs[0], "role": "developer"}
+    res = _comp().compress(msgs)
+    assert assembly.SYSTEM_NOTE in res.messages[0]["content"]

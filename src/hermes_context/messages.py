@@ -91,7 +91,8 @@ def _fail(index: int, rule: str, problem: str) -> InvalidMessagesError:
     return InvalidMessagesError(f"message {index}: {problem}", index=index, rule=rule)
 
 
-def _check_shape(i: int, m: Any) -> str:
+def check_message_shape(i: int, m: Any) -> str:
+    """Check one message's structure; return its role or raise ``InvalidMessagesError``."""
     if not isinstance(m, Mapping):
         raise _fail(i, "not_object", f"expected an object, got {type(m).__name__}")
     role = m.get("role")
@@ -155,7 +156,7 @@ def validate_messages(
     answered: set[str] = set()
     prev_role: str | None = None
     for i, m in enumerate(messages):
-        role = _check_shape(i, m)
+        role = check_message_shape(i, m)
         if role == "tool":
             cid = str(m["tool_call_id"])
             if cid in answered:

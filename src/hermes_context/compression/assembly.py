@@ -106,7 +106,7 @@ def place_summary(
 
 def add_system_note(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Append the compaction note to the system prompt, once."""
-    if not messages or messages[0].get("role") != "system":
+    if not messages or messages[0].get("role") not in ("system", "developer"):
         return messages
     first = messages[0]
     if SYSTEM_NOTE in content_text(first.get("content")):

@@ -70,6 +70,19 @@ def _real_user_indices(messages: Sequence[dict[str, Any]]) -> list[int]:
     return [i for i, m in enumerate(messages) if is_real_user(m)]
 
 
+def _after_standalone_summary(messages: Sequence[dict[str, Any]], start: int) -> int:
+    """Start the tail after any standalone summary in it, so the old summary is folded.
+
+    Dropping it from inside the tail would join its neighbours (two user
+    messages in a row) and move its events out of order.
+    """
+    for i in range(len(messages) - 1, start - 1, -1):
+        m = messages[i]
+        if m.get("_compressed_summary") and not m.get("_compressed_summary_merged"):
+            return align_forward(messages, i + 1)
+    return start
+
+
 def find_boundaries(
     messages: Sequence[dict[str, Any]],
     *,
@@ -87,6 +100,7 @@ def find_boundaries(
     """
     start = max(tail_start_by_budget(messages, tail_budget, tail_floor), head_end)
     start = align_backward(messages, start, head_end)
+    start = _after_standalone_summary(messages, start)
     users = _real_user_indices(messages)
     if min_tail_user_messages > 1 and users:
         wanted = users[-min(len(users), min_tail_user_messages)]

@@ -8,8 +8,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, InvalidMessagesError, LLMAPIError
-from ..messages import content_text, is_real_user, is_summary, strip_think_blocks
+from ..errors import ConfigError, LLMAPIError
+from ..messages import (
+    check_message_shape,
+    content_text,
+    is_real_user,
+    is_summary,
+    strip_think_blocks,
+)
 from ..tokens import estimate_messages_tokens_rough
 from . import assembly
 from .antithrash import ThrashState
@@ -19,7 +25,7 @@ from .pinned import ensure_pinned, pinned_for_summary
 from .prompt import build_summary_request, summary_target_tokens
 from .prune import MAX_TAIL_MESSAGE_FLOOR, PruneOutcome, prune_messages
 from .result import CompressionReport, CompressionResult, StageFigures
-from .summarizers import failure_policy
+from .summarizers import SummarizerUnavailable, failure_policy
 from .thresholds import compute_threshold
 
 if TYPE_CHECKING:
@@ -32,6 +38,9 @@ CHARS_PER_TOKEN = 4
 TARGET_SUMMARY_SHARE = 0.35
 # ...and the plan is re-tried with halved budgets at most this many times.
 TARGET_ROUNDS = 5
+
+
+_FALLBACK = "deterministic (fallback)"
 
 
 @dataclass
@@ -400,6 +409,7 @@ class ContextCompressor:
         decayed = self._state.compression_count > 0 or any(is_summary(m) for m in original)
         head_end = protect_head_end(original, self.protect_first_n, decayed=decayed)
         plans = _plans(self, original, head_end, target_tokens)
+        self._llm_failure: str | None = None  # one LLM attempt per call, whatever the plans
         result = None
         for tail_budget, floor, summary_chars in plans:
             result = self._attempt(
@@ -506,9 +516,9 @@ class ContextCompressor:
         report: CompressionReport,
         why: str,
     ) -> CompressionResult:
-        messages = assembly.sanitize_tool_pairs(pruned.messages)
-        if len(messages) != len(original):  # invalid input repaired: lineage by position is lost
-            messages = pruned.messages
+        tagged = assembly.sanitize_tool_pairs(assembly.tag_lineage(pruned.messages))
+        lineage = [m.pop(assembly.LINEAGE_KEY, []) for m in tagged]
+        messages = tagged
         tokens_after = estimate_messages_tokens_rough(messages)
         report.warnings.append(f"no summary: {why}")
         report.kept = [i for i in range(len(original)) if i not in pruned.pruned]
@@ -518,7 +528,7 @@ class ContextCompressor:
             tokens_before=tokens_before,
             tokens_after=tokens_after,
             report=report,
-            lineage=[[i] for i in range(len(messages))],
+            lineage=lineage,
         )
 
     def _summarise(
@@ -533,6 +543,9 @@ class ContextCompressor:
         max_chars = summary_chars or target * CHARS_PER_TOKEN
         if self.summarizer is None:
             return _Summary(self._run_deterministic(turns, previous, focus, max_chars))
+        if self._llm_failure is not None:  # a later plan of the same call: no second LLM try
+            text = self._run_deterministic(turns, previous, focus, max_chars)
+            return _Summary(text, used_fallback=True, error=self._llm_failure, summariser=_FALLBACK)
         pinned = pinned_for_summary(turns, previous)
         name = getattr(self.summarizer, "name", "llm")
         request = build_summary_request(
@@ -545,6 +558,9 @@ class ContextCompressor:
                 raise LLMAPIError("the summariser returned an empty summary", kind="bad_json")
         except LLMAPIError as exc:
             return self._on_failure(exc, turns, previous, focus, max_chars, name)
+        except Exception as exc:  # noqa: BLE001 - a plugin summariser's bug degrades, not aborts
+            error = LLMAPIError(f"{type(exc).__name__}: {exc}", kind="other")
+            return self._on_failure(error, turns, previous, focus, max_chars, name)
         self._state.timeout_strikes = 0
         return _Summary(ensure_pinned(text.strip(), pinned), summariser=str(name))
 
@@ -577,19 +593,16 @@ class ContextCompressor:
         if policy.abort or self.abort_on_summary_failure:
             return _Summary(None, aborted=True, error=error, summariser=str(name))
         text = self._run_deterministic(turns, previous, focus, max_chars)
-        return _Summary(
-            text, used_fallback=True, error=error, summariser="deterministic (fallback)"
-        )
+        if isinstance(exc, SummarizerUnavailable):
+            # No LLM configured: the deterministic summary is the primary, not a fallback.
+            return _Summary(text, error=error, summariser="deterministic (no LLM configured)")
+        self._llm_failure = error
+        return _Summary(text, used_fallback=True, error=error, summariser=_FALLBACK)
 
 
 def _check_shapes(messages: list[Any]) -> None:
     for i, m in enumerate(messages):
-        if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
-            raise InvalidMessagesError(
-                f"message {i}: expected an object with a 'role', got {type(m).__name__}",
-                index=i,
-                rule="not_object",
-            )
+        check_message_shape(i, m)
 
 
 def _first_user_text(messages: Sequence[dict[str, Any]]) -> str | None:
@@ -600,9 +613,18 @@ def _first_user_text(messages: Sequence[dict[str, Any]]) -> str | None:
 
 
 def _turn_key(messages: Sequence[dict[str, Any]]) -> str:
-    users = [m for m in messages if is_real_user(m)]
-    last = content_text(users[-1].get("content")) if users else ""
-    return f"{len(users)}:{hashlib.sha1(last.encode('utf-8', 'replace')).hexdigest()[:12]}"
+    """Identifies the current user turn by the last real user message's own text.
+
+    Compression folds older user messages into the summary and may merge the
+    summary into the last one, so neither the count nor the raw content is stable;
+    the text the user typed is. Agent loops should also call ``start_turn``.
+    """
+    for m in reversed(messages):
+        if is_real_user(m):
+            inner = assembly.unmerge(m) if m.get(assembly.MERGED_KEY) else m
+            text = content_text((inner or m).get("content"))
+            return hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:16]
+    return ""
 
 
 def _blocked_warning(reason: str) -> str:
@@ -628,9 +650,11 @@ def _plans(
     room = max(0, target - fixed)
     summary_tokens = max(100, int(room * TARGET_SUMMARY_SHARE))
     tail = max(0, room - summary_tokens)
-    plans = []
+    plans: list[tuple[int, int, int | None]] = []
     for _ in range(TARGET_ROUNDS):
-        plans.append((tail, 1, max(400, summary_tokens * CHARS_PER_TOKEN)))
+        plan = (tail, 1, max(400, summary_tokens * CHARS_PER_TOKEN))
+        if plan not in plans:
+            plans.append(plan)
         tail //= 2
         summary_tokens = max(50, int(summary_tokens * 0.7))
     return plans

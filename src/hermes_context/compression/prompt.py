@@ -150,5 +150,6 @@ def parse_summary(text: str | None) -> dict[str, list[str]]:
             if not line or line == "None":
                 continue
             items.append(line[2:] if line.startswith(("- ", "* ")) else line)
-        sections["## " + match.group(1)] = items
+        # Several summaries joined together: a heading seen again adds to its items.
+        sections.setdefault("## " + match.group(1), []).extend(items)
     return sections
