@@ -10,6 +10,7 @@ from .errors import (
     StoreError,
 )
 from .messages import strip_think_blocks, to_wire, validate_messages
+from .sessions import SessionDB
 from .tokens import TokenCounter, estimate_messages_tokens_rough, estimate_tokens_rough
 
 __version__ = "0.1.0"
@@ -21,6 +22,7 @@ __all__ = [
     "InvalidMessagesError",
     "LLMAPIError",
     "SecurityError",
+    "SessionDB",
     "StoreError",
     "TokenCounter",
     "estimate_messages_tokens_rough",
