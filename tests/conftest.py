@@ -11,6 +11,11 @@ def hermes_home(tmp_path, monkeypatch):
     home = tmp_path / "hermes-home"
     home.mkdir()
     monkeypatch.setenv("HERMES_HOME", str(home))
-    for var in ("HERMES_CONTEXT_BASE_URL", "HERMES_CONTEXT_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+    for var in (
+        "HERMES_CONTEXT_BASE_URL",
+        "HERMES_CONTEXT_MODEL",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+    ):
         monkeypatch.delenv(var, raising=False)
     return home

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..messages import content_text
 from . import queries
+from .connection import is_busy
 from .errors import SearchQueryError, SessionNotFoundError
 from .fts import indexed_text, query_terms, quote_query, raw_query
 from .rows import MESSAGE_COLUMNS, row_to_message
@@ -130,12 +131,19 @@ def _hit(row: Sequence[Any], terms: Sequence[str]) -> dict[str, Any]:
 
 
 def _run_match(
-    conn: sqlite3.Connection, expr: str, pool: int, where: str, args: list[Any], query: str
+    conn: sqlite3.Connection,
+    expr: str,
+    pool: int,
+    filters: tuple[str, list[Any]],
+    query: str,
+    raw: bool,
 ) -> list[tuple[Any, ...]]:
+    where, args = filters
     try:
         return conn.execute(f"{_HIT_SELECT}{where} ORDER BY f.rank", (expr, pool, *args)).fetchall()
     except sqlite3.OperationalError as exc:
-        if "fts5" in str(exc) or "no such column" in str(exc) or "unknown special" in str(exc):
+        # Quoted expressions always parse; a raw one the user typed may not.
+        if raw and not is_busy(exc):
             raise SearchQueryError(query, str(exc)) from exc
         raise
 
@@ -155,13 +163,13 @@ def ranked_hits(
     Returns:
         The hits and which expression matched: ``all`` words, ``any`` word, or ``raw``.
     """
-    where, args = _filters(user_id, excluded, only)
+    filters = _filters(user_id, excluded, only)
     terms = query_terms(query)
     total = conn.execute("SELECT max(id) FROM messages").fetchone()[0] or 0
     for n, expr in enumerate(_match_expressions(query, raw)):
         pool = _FIRST_POOL
         while True:
-            rows = _run_match(conn, expr, pool, where, args, query)
+            rows = _run_match(conn, expr, pool, filters, query, raw)
             if enough(rows) or pool > total:
                 break
             pool *= 4
