@@ -1,8 +1,16 @@
-"""Shared fixtures: a temporary HERMES_HOME for every test."""
+"""Shared fixtures: a temporary HERMES_HOME for every test, no real model calls.
+
+The ``scripted_llm`` fixture (a started ``ScriptedLLMServer``) comes from the
+``hermes_context.llm.testing`` plugin.
+"""
 
 from __future__ import annotations
 
 import pytest
+
+import hermes_context.llm
+
+pytest_plugins = ["hermes_context.llm.testing"]
 
 
 @pytest.fixture(autouse=True)
@@ -19,3 +27,9 @@ def hermes_home(tmp_path, monkeypatch):
     ):
         monkeypatch.delenv(var, raising=False)
     return home
+
+
+@pytest.fixture(autouse=True)
+def _no_real_model_requests(monkeypatch):
+    """Only loopback endpoints (the scripted server) are reachable from tests."""
+    monkeypatch.setattr(hermes_context.llm, "ALLOW_MODEL_REQUESTS", False)

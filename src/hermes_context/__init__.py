@@ -1,5 +1,12 @@
 """hermes-context: Hermes-grade context compression and memory for LLM agents."""
 
+from .compression import (
+    CompressionResult,
+    ContextCompressor,
+    DeterministicSummarizer,
+    OpenAISummarizer,
+    summarize_tool_result,
+)
 from .config import Config, load_config
 from .errors import (
     ConfigError,
@@ -16,11 +23,15 @@ from .tokens import TokenCounter, estimate_messages_tokens_rough, estimate_token
 __version__ = "0.1.0"
 
 __all__ = [
+    "CompressionResult",
     "Config",
     "ConfigError",
+    "ContextCompressor",
+    "DeterministicSummarizer",
     "HermesContextError",
     "InvalidMessagesError",
     "LLMAPIError",
+    "OpenAISummarizer",
     "SecurityError",
     "SessionDB",
     "StoreError",
@@ -29,6 +40,7 @@ __all__ = [
     "estimate_tokens_rough",
     "load_config",
     "strip_think_blocks",
+    "summarize_tool_result",
     "to_wire",
     "validate_messages",
 ]

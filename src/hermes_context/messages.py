@@ -130,7 +130,10 @@ def _check_shape(i: int, m: Any) -> str:
 
 
 def validate_messages(
-    messages: Sequence[Mapping[str, Any]], *, allow_consecutive_roles: bool = False
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    allow_consecutive_roles: bool = False,
+    allow_pending_tool_calls: bool = False,
 ) -> None:
     """Check that ``messages`` is a valid chat-completions message list.
 
@@ -138,7 +141,9 @@ def validate_messages(
     ``tool`` message answers a ``tool_calls`` id of the assistant message that
     opens its run of tool results; every tool call id is answered exactly once;
     no two adjacent messages (system aside) are both ``user`` or both
-    ``assistant`` unless ``allow_consecutive_roles`` is set.
+    ``assistant`` unless ``allow_consecutive_roles`` is set. With
+    ``allow_pending_tool_calls`` the calls of the last message may be unanswered
+    (a transcript saved while a tool was running).
 
     Raises:
         InvalidMessagesError: naming the index and the rule broken.
@@ -181,4 +186,5 @@ def validate_messages(
         prev_role = role
     if pending:
         cid, owner = next(iter(pending.items()))
-        raise _fail(owner, "unanswered_tool_call", f"tool call {cid!r} has no tool result")
+        if not (allow_pending_tool_calls and owner == len(messages) - 1):
+            raise _fail(owner, "unanswered_tool_call", f"tool call {cid!r} has no tool result")

@@ -10,6 +10,7 @@ from .. import __version__
 
 # Subcommands are imported only when used, so ``--help`` and each command stay fast.
 _SUBCOMMANDS = {
+    "compress": ("hermes_context.cli.compress_cmd", "compress"),
     "config": ("hermes_context.cli.config_cmd", "config"),
     "sessions": ("hermes_context.cli.sessions_cmd", "sessions"),
 }

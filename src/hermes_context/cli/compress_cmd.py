@@ -1,0 +1,155 @@
+"""``hermes-context compress``: compress a message file and print the loss report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..compression import CompressionResult, ContextCompressor
+from ..config import Config, load_config
+from ._common import (
+    EXIT_LLM,
+    emit_json,
+    handle_errors,
+    home_option,
+    json_option,
+    stderr_console,
+    stdout_console,
+)
+from .message_files import read_messages, write_messages
+
+
+def _llm_overrides(
+    base_url: str | None, api_key_env: str | None, summary_model: str | None
+) -> dict:
+    model: dict[str, Any] = {}
+    if base_url:
+        model["base_url"] = base_url
+    if api_key_env:
+        model["api_key_env"] = api_key_env
+    if summary_model:
+        model["name"] = summary_model
+    return {"model": model} if model else {}
+
+
+def _build_compressor(
+    cfg: Config, *, context_length: int | None, model: str | None, use_llm: bool | None
+) -> ContextCompressor:
+    def on_status(event: str, data: dict[str, Any]) -> None:
+        if event == "compression_started" and use_llm is not False and cfg.llm_configured:
+            stderr_console().print("[dim]asking the summary model...[/dim]")
+
+    return ContextCompressor.from_config(
+        cfg,
+        context_length=context_length,
+        model=model or "",
+        use_llm=use_llm,
+        status_callback=on_status,
+    )
+
+
+def _result_json(result: CompressionResult, *, include_messages: bool) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "tokens_before": result.tokens_before,
+        "tokens_after": result.tokens_after,
+        "dropped": result.dropped,
+        "used_fallback": result.used_fallback,
+        "aborted": result.aborted,
+        "error": result.error,
+        "summary": result.summary,
+        "report": result.report.to_dict(),
+    }
+    if include_messages:
+        data["messages"] = result.messages
+    return data
+
+
+def _print_report(
+    result: CompressionResult, *, source: str, messages_in: int, note: str | None
+) -> None:
+    console = stdout_console()
+    saved = result.tokens_before - result.tokens_after
+    share = saved / result.tokens_before if result.tokens_before else 0.0
+    console.print(
+        f"[bold]{source}[/bold]: {messages_in} messages, {result.tokens_before:,} -> "
+        f"{result.tokens_after:,} tokens ({share:.0%} saved), {len(result.messages)} messages out"
+    )
+    console.print(result.report.render(), markup=False)
+    if note:
+        console.print(note, style="dim")
+
+
+@click.command()
+@click.argument("input_path", metavar="INPUT", type=str)
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), help="Write the compressed messages here."
+)
+@click.option(
+    "--context-length", type=click.IntRange(min=1), help="Model context window (default: config)."
+)
+@click.option("--model", help="Model name, for per-model thresholds.")
+@click.option("--force", is_flag=True, help="Ignore anti-thrash blocks and cooldowns.")
+@click.option("--focus", help="Topic the summary should give most of its budget to.")
+@click.option(
+    "--target-tokens",
+    type=click.IntRange(min=1),
+    help="Shrink the result to about this many tokens.",
+)
+@click.option("--dry-run", is_flag=True, help="Print the report only; write nothing.")
+@click.option(
+    "--llm/--no-llm",
+    "use_llm",
+    default=None,
+    help="Use the configured LLM summariser (default: when configured).",
+)
+@click.option("--base-url", help="OpenAI-compatible endpoint for the summary model.")
+@click.option("--api-key-env", help="Environment variable holding the API key.")
+@click.option("--summary-model", help="Model name for summaries.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file.")
+@home_option
+@json_option
+@handle_errors
+def compress(
+    input_path: str,
+    output: str | None,
+    context_length: int | None,
+    model: str | None,
+    force: bool,
+    focus: str | None,
+    target_tokens: int | None,
+    dry_run: bool,
+    use_llm: bool | None,
+    base_url: str | None,
+    api_key_env: str | None,
+    summary_model: str | None,
+    config_path: str | None,
+    hermes_home: str | None,
+    as_json: bool,
+) -> None:
+    """Compress the OpenAI messages in INPUT (JSON array, JSONL, or {"messages": [...]}; - for stdin).
+
+    Prints the loss report. The result goes to -o FILE, or to stdout with --json.
+    """
+    overrides = _llm_overrides(base_url, api_key_env, summary_model)
+    if overrides and use_llm is None:
+        use_llm = True
+    cfg = load_config(config_path, hermes_home=hermes_home, overrides=overrides)
+    messages = read_messages(input_path)
+    compressor = _build_compressor(cfg, context_length=context_length, model=model, use_llm=use_llm)
+    result = compressor.compress(messages, force=force, focus=focus, target_tokens=target_tokens)
+    if output and not dry_run and not result.aborted:
+        write_messages(output, result.messages)
+    if as_json:
+        emit_json(_result_json(result, include_messages=not output and not dry_run))
+    else:
+        note = None
+        if dry_run:
+            note = "dry run: nothing was written"
+        elif output and not result.aborted:
+            note = f"wrote {output}"
+        elif not output:
+            note = "use -o FILE to write the compressed messages, or --json to print them"
+        _print_report(result, source=input_path, messages_in=len(messages), note=note)
+    if result.aborted:
+        raise SystemExit(EXIT_LLM)

@@ -1,0 +1,215 @@
+"""Putting the compressed conversation together (SPEC 3.4).
+
+The summary message (role by alternation, END marker, metadata), the one-time
+system note, historical image stripping and tool-pair sanitising.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..messages import content_text, is_real_user, is_summary, tool_call_ids
+
+SUMMARY_PREFIX = (
+    "[CONTEXT SUMMARY — reference only] Earlier turns of this conversation were compacted "
+    "into the handoff summary below. It records what happened; it is not a new request."
+)
+SUMMARY_END_MARKER = (
+    "--- END OF CONTEXT SUMMARY — respond to the message below, not the summary above ---"
+)
+SYSTEM_NOTE = (
+    "[Note: Some earlier conversation turns have been compacted into a handoff summary to "
+    "save context space. Treat the summary as background, not as instructions.]"
+)
+IMAGE_PLACEHOLDER = "[image removed from earlier context]"
+TOOL_CALL_REMOVED = "(tool call removed)"
+SUMMARY_KEY = "_compressed_summary"
+HAS_USER_TURN_KEY = "_compressed_summary_has_user_turn"
+MERGED_KEY = "_compressed_summary_merged"
+# Temporary key the compressor uses to track which input messages an output stands for.
+LINEAGE_KEY = "_lineage"
+_IMAGE_TYPES = ("image_url", "image", "input_image")
+
+
+def summary_block(summary: str) -> str:
+    """Prefix + summary + END marker: the text a summary message carries."""
+    return f"{SUMMARY_PREFIX}\n\n{summary.strip()}\n\n{SUMMARY_END_MARKER}"
+
+
+def split_summary(message: dict[str, Any]) -> tuple[str, str]:
+    """Split a summary-bearing message into ``(summary text, merged original text)``."""
+    text = content_text(message.get("content"))
+    body, _, rest = text.partition(SUMMARY_END_MARKER)
+    body = body.strip()
+    if body.startswith(SUMMARY_PREFIX):
+        body = body[len(SUMMARY_PREFIX) :].strip()
+    return body, rest.strip()
+
+
+def unmerge(message: dict[str, Any]) -> dict[str, Any] | None:
+    """The original message a summary was merged into, or None for a standalone summary."""
+    if not message.get(MERGED_KEY):
+        return None
+    _, rest = split_summary(message)
+    out = {
+        k: v for k, v in message.items() if k not in (SUMMARY_KEY, MERGED_KEY, HAS_USER_TURN_KEY)
+    }
+    if isinstance(message.get("content"), list):
+        parts = list(message["content"])[1:]  # the summary is the first text part
+        out["content"] = parts
+    else:
+        out["content"] = rest
+    return out
+
+
+def _prepend(message: dict[str, Any], block: str) -> dict[str, Any]:
+    content = message.get("content")
+    if isinstance(content, list):
+        new_content: Any = [{"type": "text", "text": block}, *content]
+    elif content:
+        new_content = f"{block}\n\n{content}"
+    else:
+        new_content = block
+    return {**message, "content": new_content}
+
+
+def place_summary(
+    before: Sequence[dict[str, Any]],
+    summary: str,
+    after: Sequence[dict[str, Any]],
+    *,
+    has_user_turn: bool,
+) -> tuple[list[dict[str, Any]], bool]:
+    """Insert the summary between ``before`` and ``after`` with a valid role.
+
+    Returns the messages that replace ``after`` (the summary first, or merged
+    into ``after[0]``) and whether it was merged.
+    """
+    prev_role = next(
+        (m.get("role") for m in reversed(before) if m.get("role") not in ("system", "developer")),
+        None,
+    )
+    next_role = after[0].get("role") if after else None
+    user_survives = any(is_real_user(m) for m in (*before, *after))
+    role = "user" if prev_role in ("assistant", "tool") or not user_survives else "assistant"
+    if role == next_role:
+        role = "assistant" if role == "user" else "user"
+    meta = {SUMMARY_KEY: True, HAS_USER_TURN_KEY: has_user_turn}
+    blocked = role == next_role or role == prev_role
+    if blocked and after:
+        merged = {**_prepend(after[0], summary_block(summary)), **meta, MERGED_KEY: True}
+        return [merged, *after[1:]], True
+    return [{"role": role, "content": summary_block(summary), **meta}, *after], False
+
+
+def add_system_note(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Append the compaction note to the system prompt, once."""
+    if not messages or messages[0].get("role") != "system":
+        return messages
+    first = messages[0]
+    if SYSTEM_NOTE in content_text(first.get("content")):
+        return messages
+    content = first.get("content")
+    if isinstance(content, list):
+        new: Any = [*content, {"type": "text", "text": SYSTEM_NOTE}]
+    else:
+        new = f"{content}\n\n{SYSTEM_NOTE}" if content else SYSTEM_NOTE
+    return [{**first, "content": new}, *messages[1:]]
+
+
+def _has_image(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(p, dict) and p.get("type") in _IMAGE_TYPES for p in content
+    )
+
+
+def strip_historical_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Replace image parts before the newest image-bearing user message with a placeholder."""
+    newest = max(
+        (i for i, m in enumerate(messages) if m.get("role") == "user" and _has_image(m)), default=-1
+    )
+    out = list(messages)
+    for i in range(max(newest, 0)):
+        if _has_image(out[i]):
+            parts = [
+                {"type": "text", "text": IMAGE_PLACEHOLDER}
+                if isinstance(p, dict) and p.get("type") in _IMAGE_TYPES
+                else p
+                for p in out[i]["content"]
+            ]
+            out[i] = {**out[i], "content": parts}
+    return out
+
+
+def sanitize_tool_pairs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop orphan tool results, strip unanswered tool calls, merge role collisions."""
+    answered = _answered_ids(messages)
+    if messages and messages[-1].get("tool_calls"):
+        answered |= set(tool_call_ids(messages[-1]))  # still running: its results come next
+    out: list[dict[str, Any]] = []
+    open_ids: set[str] = set()
+    for m in messages:
+        if m.get("role") == "tool":
+            cid = str(m.get("tool_call_id"))
+            if cid in open_ids:
+                open_ids.discard(cid)
+                out.append(m)
+            continue  # orphan: its call is gone
+        if m.get("tool_calls"):
+            keep = [c for c in m["tool_calls"] if str(c.get("id")) in answered]
+            if len(keep) != len(m["tool_calls"]):
+                m = {**m, "tool_calls": keep} if keep else _without_calls(m)
+            open_ids = {str(c.get("id")) for c in keep}
+        else:
+            open_ids = set()
+        out.append(m)
+    return _merge_collisions(out)
+
+
+def _answered_ids(messages: Sequence[dict[str, Any]]) -> set[str]:
+    answered: set[str] = set()
+    pending: set[str] = set()
+    for m in messages:
+        if m.get("role") == "tool":
+            cid = str(m.get("tool_call_id"))
+            if cid in pending:
+                answered.add(cid)
+                pending.discard(cid)
+        else:
+            pending = set(tool_call_ids(m))
+    return answered
+
+
+def _without_calls(message: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in message.items() if k != "tool_calls"}
+    if not content_text(out.get("content")).strip():
+        out["content"] = TOOL_CALL_REMOVED
+    return out
+
+
+def _merge_collisions(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and m.get("role") == prev.get("role")
+            and m.get("role") in ("user", "assistant")
+            and not prev.get("tool_calls")
+            and (is_summary(prev) or is_summary(m))
+        ):
+            text = content_text(prev.get("content"))
+            merged = _prepend(m, text) if text else dict(m)
+            for key in (SUMMARY_KEY, HAS_USER_TURN_KEY, MERGED_KEY):
+                if key in prev and key not in merged:
+                    merged[key] = prev[key]
+            if LINEAGE_KEY in prev or LINEAGE_KEY in m:
+                merged[LINEAGE_KEY] = [*prev.get(LINEAGE_KEY, []), *m.get(LINEAGE_KEY, [])]
+            if is_summary(merged):
+                merged[MERGED_KEY] = True
+            out[-1] = merged
+            continue
+        out.append(m)
+    return out

@@ -1,0 +1,714 @@
+"""``ContextCompressor``: the five-stage compression pipeline with its safety nets (SPEC 3)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, InvalidMessagesError, LLMAPIError
+from ..messages import content_text, is_real_user, is_summary, validate_messages
+from ..tokens import estimate_messages_tokens_rough
+from . import assembly
+from .antithrash import ThrashState
+from .boundaries import Boundaries, find_boundaries, protect_head_end
+from .deterministic import DeterministicSummarizer, parse_summary
+from .pinned import Fact, extract_facts, fact_key, merge_facts, pinned_texts
+from .prompt import build_summary_request, summary_target_tokens
+from .prune import MAX_TAIL_MESSAGE_FLOOR, PruneOutcome, prune_messages
+from .result import CompressionReport, CompressionResult, StageFigures
+from .summarizers import failure_policy
+from .thresholds import compute_threshold
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+StatusCallback = Callable[[str, dict[str, Any]], None]
+# Deterministic summaries are sized at about this many chars per target token.
+CHARS_PER_TOKEN = 4
+# With target_tokens, the summary gets at most this share of the target...
+TARGET_SUMMARY_SHARE = 0.35
+# ...and the plan is re-tried with halved budgets at most this many times.
+TARGET_ROUNDS = 5
+_LINEAGE_KEY = assembly.LINEAGE_KEY
+
+
+@dataclass
+class _Summary:
+    text: str | None
+    used_fallback: bool = False
+    aborted: bool = False
+    error: str | None = None
+    summariser: str = "deterministic"
+
+
+class ContextCompressor:
+    """Keeps a conversation under the context window.
+
+    Args:
+        context_length: The model's context window in tokens.
+        model: Model name (matched against ``model_thresholds``).
+        threshold_percent: Trigger share of the window (raised to 0.75 under 512K).
+        model_thresholds: Model-name substring -> percent; the longest match wins.
+        max_tokens: Reply budget subtracted from the window.
+        threshold_tokens_cap: Absolute cap on the threshold.
+        target_ratio: Tail budget as a share of the threshold (clamped 0.10-0.80).
+        protect_first_n: Messages after the system prompt protected until the first compression.
+        protect_last_n: Tail floor is ``min(protect_last_n, 8)`` messages.
+        min_tail_user_messages: Real user messages the tail keeps.
+        summarizer: Callable taking summary-request messages and returning text;
+            None uses the deterministic summariser.
+        abort_on_summary_failure: Keep messages unchanged when the LLM fails.
+        status_callback: Receives ``(event, data)`` for compression events.
+        enabled: False turns automatic compression off (``should_compress_info``).
+        max_attempts: Compressions allowed inside one user turn (hard cap 10).
+        proactive_prune_tokens: Prompt size that triggers ``proactive_prune`` (0 = off).
+        proactive_prune_min_result_chars: Results shorter than this are left alone by it.
+        proactive_prune_min_reclaim_tokens: It keeps its result only above this saving.
+        clock: Wall-clock function, for tests.
+    """
+
+    def __init__(
+        self,
+        context_length: int,
+        *,
+        model: str = "",
+        threshold_percent: float = 0.50,
+        model_thresholds: Mapping[str, float] | None = None,
+        max_tokens: int | None = None,
+        threshold_tokens_cap: int | None = None,
+        target_ratio: float = 0.20,
+        protect_first_n: int = 3,
+        protect_last_n: int = 20,
+        min_tail_user_messages: int = 1,
+        summarizer: Callable[[list[dict[str, Any]]], str] | None = None,
+        abort_on_summary_failure: bool = False,
+        status_callback: StatusCallback | None = None,
+        enabled: bool = True,
+        max_attempts: int = 3,
+        proactive_prune_tokens: int = 0,
+        proactive_prune_min_result_chars: int = 8_000,
+        proactive_prune_min_reclaim_tokens: int = 4_096,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        if (
+            not isinstance(context_length, int)
+            or isinstance(context_length, bool)
+            or context_length < 1
+        ):
+            raise ConfigError(f"context_length must be a positive integer, got {context_length!r}")
+        self.model = model
+        self._base_percent = threshold_percent
+        self.model_thresholds = dict(model_thresholds or {})
+        self.threshold_tokens_cap = threshold_tokens_cap
+        self.target_ratio = min(max(target_ratio, 0.10), 0.80)
+        self.protect_first_n = protect_first_n
+        self.protect_last_n = protect_last_n
+        self.min_tail_user_messages = min_tail_user_messages
+        self.summarizer = summarizer
+        self.abort_on_summary_failure = abort_on_summary_failure
+        self.status_callback = status_callback
+        self.enabled = enabled
+        self.max_attempts = min(max(1, max_attempts), 10)
+        self.proactive_prune_tokens = proactive_prune_tokens
+        self.proactive_prune_min_result_chars = proactive_prune_min_result_chars
+        self.proactive_prune_min_reclaim_tokens = proactive_prune_min_reclaim_tokens
+        self._clock = clock or time.time
+        self._deterministic = DeterministicSummarizer()
+        self._goal_hint: str | None = None
+        self._state = ThrashState()
+        self.last_prompt_tokens = 0
+        self.context_length = context_length
+        self.max_tokens = max_tokens
+        self._derive_threshold()
+
+    @classmethod
+    def from_config(
+        cls,
+        config: Config,
+        *,
+        context_length: int | None = None,
+        model: str = "",
+        summarizer: Callable[[list[dict[str, Any]]], str] | None = None,
+        use_llm: bool | None = None,
+        status_callback: StatusCallback | None = None,
+    ) -> ContextCompressor:
+        """Build from ``Config``; with ``use_llm`` None the LLM is used when one is configured."""
+        c = config.compression
+        if summarizer is None and (use_llm or (use_llm is None and config.llm_configured)):
+            from .summarizers import build_summarizer
+
+            summarizer = build_summarizer(config)
+        return cls(
+            context_length or config.model.context_length,
+            model=model or config.model.name or "",
+            threshold_percent=c.threshold,
+            model_thresholds=c.model_thresholds,
+            max_tokens=config.model.max_tokens,
+            threshold_tokens_cap=c.threshold_tokens,
+            target_ratio=c.target_ratio,
+            protect_first_n=c.protect_first_n,
+            protect_last_n=c.protect_last_n,
+            min_tail_user_messages=c.min_tail_user_messages,
+            summarizer=summarizer,
+            abort_on_summary_failure=c.abort_on_summary_failure,
+            status_callback=status_callback,
+            enabled=c.enabled,
+            max_attempts=c.max_attempts,
+            proactive_prune_tokens=c.proactive_prune_tokens,
+            proactive_prune_min_result_chars=c.proactive_prune_min_result_chars,
+            proactive_prune_min_reclaim_tokens=c.proactive_prune_min_reclaim_tokens,
+        )
+
+    # -- thresholds and state -------------------------------------------------
+
+    def _derive_threshold(self) -> None:
+        self._threshold, self._percent = compute_threshold(
+            self.context_length,
+            model=self.model,
+            threshold_percent=self._base_percent,
+            model_thresholds=self.model_thresholds,
+            max_tokens=self.max_tokens,
+            threshold_tokens_cap=self.threshold_tokens_cap,
+        )
+
+    @property
+    def threshold_tokens(self) -> int:
+        """Prompt size that triggers compression."""
+        return self._threshold
+
+    @property
+    def threshold_percent(self) -> float:
+        """The effective trigger percent after overrides and the small-window floor."""
+        return self._percent
+
+    @property
+    def tail_token_budget(self) -> int:
+        """Tokens of recent context kept verbatim: ``threshold * target_ratio``."""
+        return int(self._threshold * self.target_ratio)
+
+    @property
+    def compression_count(self) -> int:
+        """Compressions done in this session."""
+        return self._state.compression_count
+
+    def get_state(self) -> dict[str, Any]:
+        """Anti-thrash state as JSON-serialisable data (persisted with the session)."""
+        return self._state.to_dict()
+
+    def set_state(self, state: Mapping[str, Any] | None) -> None:
+        """Restore state saved by ``get_state``."""
+        self._state = ThrashState.from_dict(dict(state or {}))
+
+    def update_model(
+        self,
+        *,
+        model: str | None = None,
+        context_length: int | None = None,
+        max_tokens: int | None = None,
+    ) -> None:
+        """Switch model or window: re-derive the threshold and forget strikes and cooldowns."""
+        if model is not None:
+            self.model = model
+        if context_length is not None:
+            self.context_length = context_length
+        if max_tokens is not None:
+            self.max_tokens = max_tokens
+        self._derive_threshold()
+        self._state.clear_strikes()
+
+    def update_from_response(self, usage: Mapping[str, Any] | None) -> None:
+        """Record the provider's ``usage.prompt_tokens`` (authoritative); empty usage sets 0."""
+        tokens = (usage or {}).get("prompt_tokens") or 0
+        self.last_prompt_tokens = int(tokens) if isinstance(tokens, (int, float)) else 0
+        if self.last_prompt_tokens and self.last_prompt_tokens < self._threshold:
+            self._state.clear_ineffective()
+
+    def should_compress_info(self, prompt_tokens: int | None = None) -> tuple[bool, str | None]:
+        """``(True, None)`` when compression should run, else ``(False, reason or None)``."""
+        tokens = prompt_tokens if prompt_tokens is not None else self.last_prompt_tokens
+        if tokens < self._threshold:
+            return False, None
+        if not self.enabled:
+            return False, "disabled"
+        reason = self._state.block_reason(self._clock())
+        if reason:
+            return False, reason
+        return True, None
+
+    def start_turn(self) -> None:
+        """A new user turn began: reset the per-turn frequency cap."""
+        self._state.turn_compressions = 0
+        self._state.turn_key = ""
+
+    # -- events ---------------------------------------------------------------
+
+    def _emit(self, event: str, **data: Any) -> None:
+        if self.status_callback is None:
+            return
+        try:
+            self.status_callback(event, data)
+        except Exception:  # noqa: BLE001 - a broken UI callback must not break compression
+            pass
+
+    # -- public pipeline ------------------------------------------------------
+
+    def prune_tool_results(
+        self, messages: Sequence[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Stage 1 alone: returns a new list and the tokens reclaimed."""
+        outcome = self._prune(list(messages), self.tail_token_budget, self._tail_floor())
+        return outcome.messages, outcome.reclaimed
+
+    def proactive_prune(
+        self, messages: Sequence[dict[str, Any]], prompt_tokens: int | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Prune passes 1-3 on big results once the prompt passes ``proactive_prune_tokens``.
+
+        The pruned list is returned only when it reclaims at least
+        ``proactive_prune_min_reclaim_tokens``; otherwise a copy of the input.
+        """
+        messages = list(messages)
+        if self.proactive_prune_tokens <= 0:
+            return messages, 0
+        tokens = (
+            prompt_tokens if prompt_tokens is not None else estimate_messages_tokens_rough(messages)
+        )
+        if tokens <= self.proactive_prune_tokens:
+            return messages, 0
+        outcome = prune_messages(
+            messages,
+            tail_budget=self.tail_token_budget,
+            tail_floor=self._tail_floor(),
+            min_result_chars=self.proactive_prune_min_result_chars,
+            demote_tail=False,
+        )
+        if outcome.reclaimed < self.proactive_prune_min_reclaim_tokens:
+            return messages, 0
+        return outcome.messages, outcome.reclaimed
+
+    def compress(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        force: bool = False,
+        focus: str | None = None,
+        target_tokens: int | None = None,
+    ) -> CompressionResult:
+        """Compress ``messages`` and return a ``CompressionResult``; the input is never mutated.
+
+        Args:
+            messages: The conversation (OpenAI chat-completions dicts).
+            force: Ignore anti-thrash blocks, cooldowns and the per-turn cap.
+            focus: A topic the summary should spend most of its budget on.
+            target_tokens: Shrink tail and summary so the result fits this estimate,
+                as far as the system prompt and the last user message allow.
+
+        Raises:
+            InvalidMessagesError: ``messages`` is not a list of message objects.
+        """
+        original = list(messages)
+        _check_shapes(original)
+        tokens_before = estimate_messages_tokens_rough(original)
+        blocked = None if force else self._blocked(original)
+        if blocked:
+            self._emit("compression_blocked", reason=blocked, tokens=tokens_before)
+            report = CompressionReport(warnings=[_blocked_warning(blocked)])
+            return self._unchanged(original, tokens_before, report=report)
+        self._emit(
+            "compression_started",
+            tokens_before=tokens_before,
+            threshold=self._threshold,
+            force=force,
+        )
+        try:
+            result = self._compress(original, tokens_before, focus, target_tokens)
+        except Exception as exc:  # noqa: BLE001 - any failure rolls back to the untouched input
+            error = f"{type(exc).__name__}: {exc}"
+            self._emit("compression_aborted", error=error)
+            report = CompressionReport(
+                warnings=[f"compression failed and was rolled back: {error}"]
+            )
+            return self._unchanged(
+                original, tokens_before, report=report, aborted=True, error=error
+            )
+        if result.aborted:
+            self._emit("compression_aborted", error=result.error)
+        else:
+            self._emit(
+                "compression_finished",
+                tokens_before=result.tokens_before,
+                tokens_after=result.tokens_after,
+                dropped=result.dropped,
+                used_fallback=result.used_fallback,
+                summariser=result.report.summariser,
+            )
+        return result
+
+    # -- internals ------------------------------------------------------------
+
+    def _tail_floor(self) -> int:
+        return min(self.protect_last_n, MAX_TAIL_MESSAGE_FLOOR)
+
+    def _prune(self, messages: list[dict[str, Any]], budget: int, floor: int) -> PruneOutcome:
+        return prune_messages(messages, tail_budget=budget, tail_floor=floor)
+
+    def _blocked(self, messages: list[dict[str, Any]]) -> str | None:
+        reason = self._state.block_reason(self._clock())
+        if reason:
+            return reason
+        key = _turn_key(messages)
+        if key != self._state.turn_key:
+            self._state.turn_key = key
+            self._state.turn_compressions = 0
+        if self._state.turn_compressions >= self.max_attempts:
+            return "max_attempts"
+        return None
+
+    def _unchanged(
+        self,
+        original: list[dict[str, Any]],
+        tokens: int,
+        *,
+        report: CompressionReport,
+        aborted: bool = False,
+        error: str | None = None,
+    ) -> CompressionResult:
+        report.kept = list(range(len(original)))
+        report.stages = [StageFigures("total", tokens, tokens)]
+        return CompressionResult(
+            messages=list(original),
+            tokens_before=tokens,
+            tokens_after=tokens,
+            aborted=aborted,
+            error=error,
+            report=report,
+            lineage=[[i] for i in range(len(original))],
+            compressor_state=self.get_state(),
+        )
+
+    def _compress(
+        self,
+        original: list[dict[str, Any]],
+        tokens_before: int,
+        focus: str | None,
+        target_tokens: int | None,
+    ) -> CompressionResult:
+        # A conversation that already holds a summary was compacted before (maybe by
+        # another process): its head has decayed too.
+        decayed = self._state.compression_count > 0 or any(is_summary(m) for m in original)
+        head_end = protect_head_end(original, self.protect_first_n, decayed=decayed)
+        plans = _plans(self, original, head_end, target_tokens)
+        result = None
+        for tail_budget, floor, summary_chars in plans:
+            result = self._attempt(
+                original, tokens_before, head_end, tail_budget, floor, summary_chars, focus
+            )
+            if result.aborted or target_tokens is None or result.tokens_after <= target_tokens:
+                break
+            if (
+                self.summarizer is not None
+                and result.summary is not None
+                and not result.used_fallback
+            ):
+                break  # do not pay for another LLM call: the best single plan is taken
+        assert result is not None
+        if not result.aborted:
+            self._state.turn_compressions += 1
+            self._state.record_outcome(
+                tokens_before=tokens_before,
+                tokens_after=result.tokens_after,
+                used_fallback=result.used_fallback,
+                now=self._clock(),
+            )
+        result.compressor_state = self.get_state()
+        return result
+
+    def _attempt(
+        self,
+        original: list[dict[str, Any]],
+        tokens_before: int,
+        head_end: int,
+        tail_budget: int,
+        floor: int,
+        summary_chars: int | None,
+        focus: str | None,
+    ) -> CompressionResult:
+        pruned = self._prune(original, tail_budget, floor)
+        after_prune = estimate_messages_tokens_rough(pruned.messages)
+        bounds = find_boundaries(
+            pruned.messages,
+            head_end=head_end,
+            tail_budget=tail_budget,
+            tail_floor=floor,
+            min_tail_user_messages=self.min_tail_user_messages,
+        )
+        report = CompressionReport(
+            stages=[StageFigures("prune", tokens_before, after_prune)],
+            pruned=sorted(pruned.pruned),
+            summariser="none",
+        )
+        turns, previous = _summary_inputs(original, bounds)
+        self._goal_hint = _first_user_text(original)
+        if not turns:
+            return self._finish_pruned(
+                original, pruned, tokens_before, report, "nothing to summarise"
+            )
+        content_tokens = estimate_messages_tokens_rough(turns)
+        summary = self._summarise(turns, previous, focus, content_tokens, summary_chars)
+        report.summariser = summary.summariser
+        if summary.error:
+            report.warnings.append(summary.error)
+        if summary.aborted or summary.text is None:
+            report.warnings.append(
+                "compression aborted: the messages are unchanged, nothing was lost"
+            )
+            res = self._unchanged(
+                original, tokens_before, report=report, aborted=True, error=summary.error
+            )
+            return res
+        messages, lineage = _assemble(pruned.messages, bounds, summary.text, original)
+        tokens_after = estimate_messages_tokens_rough(messages)
+        if tokens_after >= after_prune:
+            return self._finish_pruned(
+                original, pruned, tokens_before, report, "summary would not save tokens"
+            )
+        report.stages.append(StageFigures("summarise", after_prune, tokens_after))
+        report.stages.append(StageFigures("total", tokens_before, tokens_after))
+        report.summarised = bounds.middle
+        report.pruned = [i for i in report.pruned if i not in set(bounds.middle)]
+        report.kept = [
+            i
+            for i in range(len(original))
+            if i not in set(bounds.middle) and i not in set(report.pruned)
+        ]
+        if summary.used_fallback:
+            report.warnings.append(
+                "the LLM summary failed: a deterministic summary was used instead"
+            )
+        return CompressionResult(
+            messages=messages,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            dropped=len(bounds.middle),
+            summary=summary.text,
+            used_fallback=summary.used_fallback,
+            error=summary.error,
+            report=report,
+            lineage=lineage,
+        )
+
+    def _finish_pruned(
+        self,
+        original: list[dict[str, Any]],
+        pruned: PruneOutcome,
+        tokens_before: int,
+        report: CompressionReport,
+        why: str,
+    ) -> CompressionResult:
+        messages = assembly.sanitize_tool_pairs(pruned.messages)
+        if len(messages) != len(original):  # invalid input repaired: lineage by position is lost
+            messages = pruned.messages
+        tokens_after = estimate_messages_tokens_rough(messages)
+        report.warnings.append(f"no summary: {why}")
+        report.kept = [i for i in range(len(original)) if i not in pruned.pruned]
+        report.stages.append(StageFigures("total", tokens_before, tokens_after))
+        return CompressionResult(
+            messages=messages,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            report=report,
+            lineage=[[i] for i in range(len(messages))],
+        )
+
+    def _summarise(
+        self,
+        turns: list[dict[str, Any]],
+        previous: str | None,
+        focus: str | None,
+        content_tokens: int,
+        summary_chars: int | None,
+    ) -> _Summary:
+        target = summary_target_tokens(content_tokens, self.context_length)
+        max_chars = summary_chars or target * CHARS_PER_TOKEN
+        if self.summarizer is None:
+            return _Summary(self._run_deterministic(turns, previous, focus, max_chars))
+        pinned = _pinned_for(turns, previous)
+        name = getattr(self.summarizer, "name", "llm")
+        request = build_summary_request(
+            turns, previous_summary=previous, pinned=pinned, target_tokens=target, focus=focus
+        )
+        try:
+            text = self.summarizer(request)
+            if not isinstance(text, str) or not text.strip():
+                raise LLMAPIError("the summariser returned an empty summary", kind="bad_json")
+        except LLMAPIError as exc:
+            return self._on_failure(exc, turns, previous, focus, max_chars, name)
+        self._state.timeout_strikes = 0
+        return _Summary(_ensure_pinned(text.strip(), pinned), summariser=str(name))
+
+    def _run_deterministic(
+        self, turns: list[dict[str, Any]], previous: str | None, focus: str | None, max_chars: int
+    ) -> str:
+        return self._deterministic.summarize(
+            turns,
+            previous_summary=previous,
+            focus=focus,
+            max_chars=max_chars,
+            goal_hint=self._goal_hint,
+        )
+
+    def _on_failure(
+        self,
+        exc: LLMAPIError,
+        turns: list[dict[str, Any]],
+        previous: str | None,
+        focus: str | None,
+        max_chars: int,
+        name: str,
+    ) -> _Summary:
+        policy = failure_policy(exc, self._state.timeout_strikes)
+        self._state.cooldown_until = self._clock() + policy.cooldown
+        self._state.timeout_strikes = (
+            self._state.timeout_strikes + 1 if policy.timeout_strike else 0
+        )
+        error = f"summary failed ({exc.kind}{f', HTTP {exc.status_code}' if exc.status_code else ''}): {exc}"
+        if policy.abort or self.abort_on_summary_failure:
+            return _Summary(None, aborted=True, error=error, summariser=str(name))
+        text = self._run_deterministic(turns, previous, focus, max_chars)
+        return _Summary(
+            text, used_fallback=True, error=error, summariser="deterministic (fallback)"
+        )
+
+
+def _check_shapes(messages: list[Any]) -> None:
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
+            raise InvalidMessagesError(
+                f"message {i}: expected an object with a 'role', got {type(m).__name__}",
+                index=i,
+                rule="not_object",
+            )
+
+
+def _first_user_text(messages: Sequence[dict[str, Any]]) -> str | None:
+    for m in messages:
+        if is_real_user(m):
+            return content_text(m.get("content")) or None
+    return None
+
+
+def _turn_key(messages: Sequence[dict[str, Any]]) -> str:
+    users = [m for m in messages if is_real_user(m)]
+    last = content_text(users[-1].get("content")) if users else ""
+    return f"{len(users)}:{hashlib.sha1(last.encode('utf-8', 'replace')).hexdigest()[:12]}"
+
+
+def _blocked_warning(reason: str) -> str:
+    if reason.startswith("cooldown:"):
+        return (
+            f"compression is cooling down after a summary failure ({reason.split(':')[1]} s left)"
+        )
+    if reason == "max_attempts":
+        return "compression ran too often in this user turn; use force to override"
+    return "recent compressions saved under 10%: automatic compression is paused (force overrides)"
+
+
+def _plans(
+    comp: ContextCompressor, messages: list[dict[str, Any]], head_end: int, target: int | None
+) -> list[tuple[int, int, int | None]]:
+    """``(tail_budget, tail_floor, summary_chars)`` to try, in order."""
+    if target is None:
+        return [(comp.tail_token_budget, comp._tail_floor(), None)]
+    fixed = estimate_messages_tokens_rough(messages[:head_end])
+    users = [i for i, m in enumerate(messages) if is_real_user(m)]
+    if users and users[-1] >= head_end:
+        fixed += estimate_messages_tokens_rough([messages[users[-1]]])
+    room = max(0, target - fixed)
+    summary_tokens = max(100, int(room * TARGET_SUMMARY_SHARE))
+    tail = max(0, room - summary_tokens)
+    plans = []
+    for _ in range(TARGET_ROUNDS):
+        plans.append((tail, 1, max(400, summary_tokens * CHARS_PER_TOKEN)))
+        tail //= 2
+        summary_tokens = max(50, int(summary_tokens * 0.7))
+    return plans
+
+
+def _summary_inputs(
+    original: list[dict[str, Any]], bounds: Boundaries
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The original turns of the middle, and the previous summary text found there."""
+    turns: list[dict[str, Any]] = []
+    previous: list[str] = []
+    span = list(bounds.middle)
+    if bounds.anchor is not None and is_summary(original[bounds.anchor]):
+        span.append(bounds.anchor)
+    for i in sorted(span):
+        m = original[i]
+        if is_summary(m):
+            previous.append(assembly.split_summary(m)[0])
+            inner = assembly.unmerge(m)
+            if (
+                inner is not None
+                and i != bounds.anchor
+                and (content_text(inner.get("content")) or inner.get("tool_calls"))
+            ):
+                turns.append(inner)
+        else:
+            turns.append(m)
+    return turns, ("\n\n".join(previous) if previous else None)
+
+
+def _assemble(
+    pruned: list[dict[str, Any]], bounds: Boundaries, summary: str, original: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[list[int]]]:
+    middle = bounds.middle
+    has_user = any(is_real_user(original[i]) for i in middle)
+    tag = _tagged(pruned)
+    before = tag[: bounds.head_end]
+    after = tag[bounds.tail_start :]
+    if bounds.anchor is not None:
+        # The summary goes right before the last user message: "respond to the message below".
+        anchor = tag[bounds.anchor]
+        inner = assembly.unmerge(anchor)
+        after.insert(0, {**inner, _LINEAGE_KEY: [bounds.anchor]} if inner is not None else anchor)
+    placed, merged = assembly.place_summary(before, summary, after, has_user_turn=has_user)
+    if merged:
+        placed[0][_LINEAGE_KEY] = [*middle, *placed[0][_LINEAGE_KEY]]
+    else:
+        placed[0][_LINEAGE_KEY] = list(middle)
+    messages = assembly.add_system_note([*before, *placed])
+    messages = assembly.strip_historical_images(messages)
+    messages = assembly.sanitize_tool_pairs(messages)
+    lineage = [m.pop(_LINEAGE_KEY, []) for m in messages]
+    validate_messages(messages, allow_consecutive_roles=True, allow_pending_tool_calls=True)
+    return messages, lineage
+
+
+def _tagged(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**m, _LINEAGE_KEY: [i]} for i, m in enumerate(messages)]
+
+
+def _pinned_for(turns: list[dict[str, Any]], previous: str | None) -> list[str]:
+    prev_items = parse_summary(previous).get("## Constraints & Preferences", [])
+    old = [Fact("constraint", fact_key(t), t) for t in prev_items]
+    return pinned_texts(merge_facts(old, extract_facts(turns)))
+
+
+def _ensure_pinned(summary: str, pinned: Sequence[str]) -> str:
+    """Insert pinned facts the LLM left out under ``## Constraints & Preferences``."""
+    missing = [p for p in pinned if p not in summary]
+    if not missing:
+        return summary
+    heading = "## Constraints & Preferences"
+    bullets = "\n".join(f"- {p}" for p in missing)
+    if heading not in summary:
+        return f"{heading}\n{bullets}\n\n{summary}"
+    head, _, rest = summary.partition(heading)
+    rest = rest.lstrip("\n")
+    if rest.startswith("None"):
+        rest = "\n" + rest[4:].lstrip(" \n")
+    return f"{head}{heading}\n{bullets}\n{rest}"

@@ -1,0 +1,133 @@
+"""Stage 4 input: the turns to summarise as text, and the structured summary prompt."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..messages import content_text, strip_think_blocks
+
+SUMMARY_HEADINGS = (
+    "## Goal",
+    "## Constraints & Preferences",
+    "## Active Task",
+    "## In Progress",
+    "## Completed Actions",
+    "## Key Decisions",
+    "## Relevant Files",
+    "## Pending User Asks",
+    "## Remaining Work",
+    "## Critical Context",
+)
+# A message body over BODY_MAX_CHARS keeps its first BODY_HEAD and last BODY_TAIL chars.
+BODY_MAX_CHARS = 6_000
+BODY_HEAD_CHARS = 4_000
+BODY_TAIL_CHARS = 1_500
+BODY_CUT_MARKER = "\n...[truncated]...\n"
+# The whole summariser input is capped (~40K tokens): 45% head, 55% tail kept.
+INPUT_MAX_CHARS = 160_000
+INPUT_HEAD_SHARE = 0.45
+# Bounds of the internal summary size target, in tokens.
+SUMMARY_MIN_TOKENS = 2_000
+SUMMARY_MAX_TOKENS = 10_000
+SUMMARY_CONTENT_RATIO = 0.20
+SUMMARY_CONTEXT_RATIO = 0.05
+
+
+def summary_target_tokens(content_tokens: int, context_length: int) -> int:
+    """``max(2000, min(content * 0.20, min(ctx * 0.05, 10_000)))`` (SPEC 3.3)."""
+    ceiling = min(context_length * SUMMARY_CONTEXT_RATIO, SUMMARY_MAX_TOKENS)
+    return int(max(SUMMARY_MIN_TOKENS, min(content_tokens * SUMMARY_CONTENT_RATIO, ceiling)))
+
+
+def cut_body(text: str) -> str:
+    """Keep the head and tail of an over-long message body."""
+    if len(text) <= BODY_MAX_CHARS:
+        return text
+    return text[:BODY_HEAD_CHARS] + BODY_CUT_MARKER + text[-BODY_TAIL_CHARS:]
+
+
+def cap_input(text: str) -> str:
+    """Cap the whole summariser input, keeping 45% head and 55% tail."""
+    if len(text) <= INPUT_MAX_CHARS:
+        return text
+    head = int(INPUT_MAX_CHARS * INPUT_HEAD_SHARE)
+    tail = INPUT_MAX_CHARS - head
+    omitted = len(text) - head - tail
+    return f"{text[:head]}\n...[omitted {omitted:,} chars]...\n{text[-tail:]}"
+
+
+def _format_call(call: dict[str, Any]) -> str:
+    fn = call.get("function") or {}
+    args = fn.get("arguments")
+    if not isinstance(args, str):
+        args = json.dumps(args, ensure_ascii=False)
+    return f"{fn.get('name', 'tool')}({cut_body(args or '')})"
+
+
+def serialize_message(message: dict[str, Any]) -> str:
+    """One message as summariser input: ``[USER]: ...``, ``[ASSISTANT]: ...``, ``[TOOL RESULT id]: ...``."""
+    role = message.get("role")
+    text = content_text(message.get("content"))
+    if role == "tool":
+        return f"[TOOL RESULT {message.get('tool_call_id', '?')}]: {cut_body(text)}"
+    if role == "assistant":
+        out = f"[ASSISTANT]: {cut_body(strip_think_blocks(text))}"
+        calls = message.get("tool_calls") or []
+        if calls:
+            out += "\n[Tool calls: " + ", ".join(_format_call(c) for c in calls) + "]"
+        return out
+    label = "USER" if role == "user" else str(role).upper()
+    return f"[{label}]: {cut_body(text)}"
+
+
+def serialize_turns(messages: Sequence[dict[str, Any]]) -> str:
+    """The turns to summarise, serialised and capped."""
+    return cap_input("\n\n".join(serialize_message(m) for m in messages))
+
+
+_SYSTEM_PROMPT = """\
+You compact the middle of a long conversation between a user and an AI agent \
+into a handoff summary. Another model will continue the work from your summary \
+plus the most recent messages, so keep everything it needs and nothing else.
+Write Markdown with exactly these headings, in this order:
+{headings}
+Rules:
+- Under "## Constraints & Preferences" copy every constraint, safety rule, \
+budget, limit, deadline, user preference and correction VERBATIM as a bullet. \
+When an item was restated, keep only the latest value. Never drop one.
+- Under "## Critical Context" keep exact values: ids, numbers, paths, commands, \
+error strings.
+- Do not invent anything. Write "None" under a heading with nothing to say.
+- Output only the summary: no preamble, no reasoning."""
+
+
+def build_summary_request(
+    turns: Sequence[dict[str, Any]],
+    *,
+    previous_summary: str | None,
+    pinned: Sequence[str],
+    target_tokens: int,
+    focus: str | None = None,
+) -> list[dict[str, str]]:
+    """The chat messages sent to an LLM summariser."""
+    system = _SYSTEM_PROMPT.format(headings="\n".join(SUMMARY_HEADINGS))
+    parts = []
+    if previous_summary:
+        parts.append(
+            "Update the previous summary with the new turns. Keep what is still true, "
+            "replace what changed, add what is new.\n\nPREVIOUS SUMMARY:\n" + previous_summary
+        )
+        parts.append("NEW TURNS TO INCORPORATE:\n" + serialize_turns(turns))
+    else:
+        parts.append("TURNS TO SUMMARISE:\n" + serialize_turns(turns))
+    if pinned:
+        parts.append(
+            "PINNED FACTS (copy each verbatim under ## Constraints & Preferences):\n"
+            + "\n".join(f"- {p}" for p in pinned)
+        )
+    if focus:
+        parts.append(f"FOCUS: give most of the summary budget to: {focus}")
+    parts.append(f"Aim for at most about {target_tokens:,} tokens.")
+    return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]

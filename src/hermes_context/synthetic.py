@@ -1,0 +1,221 @@
+"""Synthetic coding-agent transcripts for examples, tests and benchmarks.
+
+The tool output imitates what agents really see: pytest runs, file reads,
+grep listings, tracebacks, diffs and ``ls`` output, with parallel tool calls
+and occasional user follow-ups. Generation is deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+_MODULES = ["auth", "billing", "compress", "search", "storage", "cli", "scheduler", "parser"]
+_FUNCS = [
+    "load_config",
+    "parse_args",
+    "compute_total",
+    "flush_buffer",
+    "resolve_path",
+    "retry_call",
+]
+_ERRORS = [
+    ("KeyError", "'user_id'"),
+    ("TypeError", "unsupported operand type(s) for +: 'int' and 'NoneType'"),
+    ("AssertionError", "assert 3 == 4"),
+    ("ValueError", "invalid literal for int() with base 10: 'abc'"),
+    ("AttributeError", "'NoneType' object has no attribute 'items'"),
+]
+_FOLLOW_UPS = [
+    "Looks good so far. Can you also handle the empty-input case?",
+    "Please keep the public API unchanged, other teams import it.",
+    "The CI uses Python 3.11, make sure nothing newer is needed.",
+    "Also add a regression test for the bug you found.",
+    "What does the failing test in {path} check exactly?",
+    "Please don't touch the migrations folder.",
+]
+
+
+def _path(rng: random.Random) -> str:
+    return f"src/app/{rng.choice(_MODULES)}/{rng.choice(_FUNCS).split('_')[0]}.py"
+
+
+def _python_source(rng: random.Random, lines: int) -> str:
+    out = ['"""Module docstring."""', "", "import os", "import json", ""]
+    while len(out) < lines:
+        fn = rng.choice(_FUNCS)
+        out += [
+            f"def {fn}_{len(out)}(value, *, strict=False):",
+            f'    """Handle {fn.replace("_", " ")}."""',
+            "    if value is None:",
+            "        raise ValueError('value is required')",
+            f"    result = [item for item in value if item != {rng.randint(0, 99)}]",
+            "    return json.dumps(result) if strict else result",
+            "",
+        ]
+    return "\n".join(f"{i + 1:>5}\t{line}" for i, line in enumerate(out[:lines]))
+
+
+def _pytest_output(rng: random.Random, failing: bool) -> str:
+    n = rng.randint(20, 300)
+    head = [
+        "============================= test session starts ==============================",
+        "platform linux -- Python 3.11.7, pytest-8.3.2, pluggy-1.5.0",
+        f"collected {n} items",
+        "",
+    ]
+    dots = [f"tests/test_{m}.py {'.' * rng.randint(5, 40)}" for m in rng.sample(_MODULES, 4)]
+    if not failing:
+        return "\n".join(
+            head + dots + [f"{'=' * 20} {n} passed in {rng.uniform(0.5, 9):.2f}s {'=' * 20}"]
+        )
+    err, msg = rng.choice(_ERRORS)
+    path = _path(rng)
+    tb = [
+        "=================================== FAILURES ===================================",
+        f"____________________________ test_{rng.choice(_FUNCS)} ____________________________",
+        "",
+        "    def test_case():",
+        f">       assert {rng.choice(_FUNCS)}(payload) == expected",
+        "",
+        f"{path}:{rng.randint(10, 400)}: in {rng.choice(_FUNCS)}",
+        f"E       {err}: {msg}",
+        "",
+        "=========================== short test summary info ============================",
+        f"FAILED tests/test_{rng.choice(_MODULES)}.py::test_case - {err}: {msg}",
+        f"{'=' * 10} 1 failed, {n - 1} passed in {rng.uniform(0.5, 9):.2f}s {'=' * 10}",
+    ]
+    return "\n".join(head + dots + tb)
+
+
+def _grep_output(rng: random.Random, pattern: str) -> str:
+    hits = rng.randint(3, 40)
+    return "\n".join(
+        f"{_path(rng)}:{rng.randint(1, 500)}:    result = {pattern}(value, strict=True)"
+        for _ in range(hits)
+    )
+
+
+def _traceback(rng: random.Random) -> str:
+    err, msg = rng.choice(_ERRORS)
+    frames = []
+    for _ in range(rng.randint(3, 8)):
+        frames += [
+            f'  File "/work/{_path(rng)}", line {rng.randint(1, 600)}, in {rng.choice(_FUNCS)}',
+            f"    return {rng.choice(_FUNCS)}(value)",
+        ]
+    return "Traceback (most recent call last):\n" + "\n".join(frames) + f"\n{err}: {msg}"
+
+
+def _diff(rng: random.Random, path: str) -> str:
+    n = rng.randint(1, 300)
+    return (
+        f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -{n},7 +{n},9 @@\n"
+        "     if value is None:\n-        return None\n+        raise ValueError('value is required')\n"
+        "+    # keep the old behaviour for callers that pass strict=False\n     return result\n"
+    )
+
+
+def _tool_step(rng: random.Random, call_id: str) -> tuple[dict[str, Any], str]:
+    kind = rng.choices(["test", "read", "grep", "run", "diff", "ls"], weights=[3, 4, 3, 2, 1, 1])[0]
+    path = _path(rng)
+    if kind == "test":
+        cmd = f"python -m pytest -q tests/test_{rng.choice(_MODULES)}.py"
+        body = _pytest_output(rng, failing=rng.random() < 0.4)
+        code = 1 if "FAILED" in body else 0
+        call = {"name": "terminal", "arguments": {"command": cmd}}
+        return call, json.dumps({"output": body, "exit_code": code})
+    if kind == "read":
+        call = {"name": "read_file", "arguments": {"path": path, "offset": 1, "limit": 200}}
+        return call, _python_source(rng, rng.randint(30, 220))
+    if kind == "grep":
+        pattern = rng.choice(_FUNCS)
+        call = {"name": "search_files", "arguments": {"pattern": pattern, "path": "src/"}}
+        return call, _grep_output(rng, pattern)
+    if kind == "run":
+        call = {
+            "name": "terminal",
+            "arguments": {"command": f"python -m app.{rng.choice(_MODULES)} --check"},
+        }
+        return call, json.dumps({"output": _traceback(rng), "exit_code": 1})
+    if kind == "diff":
+        call = {"name": "terminal", "arguments": {"command": f"git diff {path}"}}
+        return call, json.dumps({"output": _diff(rng, path), "exit_code": 0})
+    listing = "\n".join(
+        f"-rw-r--r-- 1 dev dev {rng.randint(100, 90000):>6} {_path(rng)}" for _ in range(15)
+    )
+    call = {"name": "terminal", "arguments": {"command": "ls -la src/app"}}
+    return call, json.dumps({"output": listing, "exit_code": 0})
+
+
+def _assistant_turn(rng: random.Random, step: int) -> list[dict[str, Any]]:
+    calls, results = [], []
+    for j in range(rng.choices([1, 2, 3], weights=[6, 3, 1])[0]):
+        call_id = f"call_{step}_{j}"
+        call, output = _tool_step(rng, call_id)
+        calls.append(
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])},
+            }
+        )
+        results.append({"role": "tool", "tool_call_id": call_id, "content": output})
+    thought = rng.choice(
+        [
+            "Let me look at how this is handled.",
+            f"The failure points at {_path(rng)}; I'll check it and run the tests again.",
+            "I'll use a guard clause instead of the nested check.",
+            "Next I need to verify the fix against the full suite.",
+            "",
+        ]
+    )
+    return [{"role": "assistant", "content": thought or None, "tool_calls": calls}, *results]
+
+
+def generate_transcript(
+    n_messages: int, *, seed: int = 0, follow_up_every: int = 40
+) -> list[dict[str, Any]]:
+    """A coding-agent conversation of about ``n_messages`` messages (valid, ending on a user turn).
+
+    Args:
+        n_messages: Target length (the result has at least this many messages).
+        seed: Random seed; the same seed gives the same transcript.
+        follow_up_every: Roughly how many messages between user follow-ups.
+    """
+    rng = random.Random(seed)
+    messages: list[dict[str, Any]] = [
+        {
+            "role": "system",
+            "content": "You are a coding agent. Use the tools to inspect and change the repository.",
+        },
+        {
+            "role": "user",
+            "content": (
+                f"The nightly job fails in {_path(rng)} with a KeyError. Find the cause and fix it. "
+                "Run the tests with `python -m pytest -q` before you finish. Never push to main."
+            ),
+        },
+    ]
+    step = 0
+    since_user = 0
+    while len(messages) < n_messages - 1:
+        turn = _assistant_turn(rng, step)
+        messages += turn
+        step += 1
+        since_user += len(turn)
+        if since_user >= follow_up_every:
+            messages.append(
+                {"role": "assistant", "content": f"Progress update: step {step} done, tests rerun."}
+            )
+            messages.append(
+                {"role": "user", "content": rng.choice(_FOLLOW_UPS).format(path=_path(rng))}
+            )
+            since_user = 0
+    if messages[-1]["role"] != "user":
+        messages.append(
+            {"role": "assistant", "content": "I have made the change and the tests pass."}
+        )
+        messages.append({"role": "user", "content": "Great. Summarise what you changed and why."})
+    return messages

@@ -1,0 +1,104 @@
+"""Properties of compress over generated agent conversations."""
+
+from __future__ import annotations
+
+import copy
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_strategies import conversation
+from hermes_context import ContextCompressor, estimate_messages_tokens_rough, validate_messages
+from hermes_context.messages import content_text, is_real_user
+
+_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _last_user_text(messages):
+    users = [m for m in messages if is_real_user(m)]
+    return content_text(users[-1]["content"]) if users else None
+
+
+def _check(original, result):
+    validate_messages(result.messages)
+    assert result.messages[0]["role"] == "system"
+    assert content_text(result.messages[0]["content"]).startswith(
+        content_text(original[0]["content"])
+    )
+    last = _last_user_text(original)
+    if last is not None:
+        assert any(
+            m["role"] == "user" and last in content_text(m["content"]) for m in result.messages
+        ), "the last user message was lost"
+    assert result.tokens_after <= result.tokens_before
+    assert result.tokens_after == estimate_messages_tokens_rough(result.messages)
+    covered = sorted(i for span in result.lineage for i in span)
+    assert covered == list(range(len(original)))
+    assert len(result.lineage) == len(result.messages)
+
+
+@_SETTINGS
+@given(
+    messages=conversation(),
+    protect_first_n=st.integers(0, 4),
+    protect_last_n=st.integers(1, 20),
+    context_length=st.sampled_from([2_000, 8_000, 64_000]),
+)
+def test_compress_output_is_valid_and_keeps_what_matters(
+    messages, protect_first_n, protect_last_n, context_length
+):
+    snapshot = copy.deepcopy(messages)
+    comp = ContextCompressor(
+        context_length, protect_first_n=protect_first_n, protect_last_n=protect_last_n
+    )
+    result = comp.compress(messages, force=True)
+    assert messages == snapshot, "compress mutated its input"
+    assert not result.aborted
+    _check(snapshot, result)
+
+
+@_SETTINGS
+@given(messages=conversation(), rounds=st.integers(2, 4))
+def test_repeated_compression_stays_valid(messages, rounds):
+    comp = ContextCompressor(2_000)
+    current = messages
+    for i in range(rounds):
+        if current[-1]["role"] != "assistant":
+            current = [*current, {"role": "assistant", "content": f"step {i}"}]
+        current = [*current, {"role": "user", "content": f"Next ask {i}, keep going."}]
+        before = copy.deepcopy(current)
+        result = comp.compress(current, force=True)
+        assert current == before
+        _check(before, result)
+        summaries = [m for m in result.messages if m.get("_compressed_summary")]
+        assert len(summaries) <= 1, "the summary must appear once"
+        current = result.messages
+
+
+@_SETTINGS
+@given(messages=conversation(), share=st.floats(0.05, 0.6))
+def test_target_tokens_never_grows_and_stays_valid(messages, share):
+    tokens = estimate_messages_tokens_rough(messages)
+    snapshot = copy.deepcopy(messages)
+    result = ContextCompressor(200_000).compress(
+        messages, force=True, target_tokens=max(1, int(tokens * share))
+    )
+    assert messages == snapshot
+    _check(snapshot, result)
+
+
+@_SETTINGS
+@given(messages=conversation())
+def test_prune_tool_results_is_pure_and_shrinks(messages):
+    snapshot = copy.deepcopy(messages)
+    comp = ContextCompressor(2_000)
+    pruned, reclaimed = comp.prune_tool_results(messages)
+    assert messages == snapshot
+    validate_messages(pruned)
+    assert len(pruned) == len(messages)
+    assert reclaimed == estimate_messages_tokens_rough(messages) - estimate_messages_tokens_rough(
+        pruned
+    )
+    assert reclaimed >= 0
+    again, more = comp.prune_tool_results(pruned)
+    assert more == 0 and again == pruned, "pruning must be idempotent"
