@@ -1,0 +1,329 @@
+"""Lossless compaction: persisting results in place and by rotation, recall, compressor state."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hermes_context import (
+    CompressionResult,
+    ContextCompressor,
+    InvalidMessagesError,
+    SessionDB,
+    StoreError,
+)
+from hermes_context.sessions import attach_compressor, compress_session
+from hermes_context.synthetic import generate_transcript
+
+TRAJECTORIES = Path(__file__).parents[2] / "shared/data/trajectories"
+
+
+@pytest.fixture
+def db(tmp_path):
+    store = SessionDB(tmp_path / "state.db")
+    yield store
+    store.close()
+
+
+def _call(cid, name="bash", args='{"command": "pytest -q"}'):
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+BEFORE = [
+    {"role": "system", "content": "You are a coding agent."},
+    {"role": "user", "content": "Fix the flaky quokka test."},
+    {"role": "assistant", "content": "Running tests.", "tool_calls": [_call("c1")]},
+    {"role": "tool", "tool_call_id": "c1", "content": "FAILED test_quokka - AssertionError"},
+    {"role": "assistant", "content": "", "tool_calls": [_call("c2", "read", '{"path": "a.py"}')]},
+    {"role": "tool", "tool_call_id": "c2", "content": "def wallaby():\n" + "    pass\n" * 200},
+    {"role": "assistant", "content": "Found it."},
+    {"role": "user", "content": "Great, go on."},
+]
+SUMMARY = {
+    "role": "user",
+    "content": "[CONTEXT SUMMARY] The user asked to fix the quokka test; it failed.",
+    "_compressed_summary": True,
+    "_compressed_summary_has_user_turn": True,
+}
+PRUNED = {"role": "tool", "tool_call_id": "c2", "content": "[read a.py: 201 lines, pruned]"}
+STATE = {
+    "compression_count": 1,
+    "ineffective_count": 0,
+    "fallback_streak": 1,
+    "cooldown_until": 1.9e9,
+}
+
+
+def _result(**overrides):
+    fields = dict(
+        messages=[BEFORE[0], SUMMARY, BEFORE[4], PRUNED, BEFORE[6], BEFORE[7]],
+        tokens_before=900,
+        tokens_after=120,
+        dropped=3,
+        summary=SUMMARY["content"],
+        lineage=[[0], [1, 2, 3], [4], [5], [6], [7]],
+        compressor_state=dict(STATE),
+    )
+    fields.update(overrides)
+    return CompressionResult(**fields)
+
+
+def _stored(db, session_id, title="quokka"):
+    sid = db.create_session(session_id, title=title, user_id="u1", model="m")
+    db.append_messages(sid, BEFORE)
+    return sid
+
+
+def _dump(db):
+    conn = db._conn()
+    return list(conn.iterdump())
+
+
+def test_in_place_keeps_originals_compacted(db):
+    sid = _stored(db, "s")
+    result = _result()
+    assert db.persist_compression(sid, BEFORE, result) == sid
+    assert db.get_messages(sid) == result.messages
+    everything = db.get_messages(sid, include_compacted=True)
+    assert everything[: len(BEFORE)] == BEFORE  # never deleted, in write order
+    assert everything[len(BEFORE) :] == [SUMMARY, PRUNED]
+    flags = [
+        (r["active"], r["compacted"]) for r in db.get_message_records(sid, include_compacted=True)
+    ]
+    replaced = {1, 2, 3, 5}
+    assert flags[: len(BEFORE)] == [
+        (False, True) if i in replaced else (True, False) for i in range(len(BEFORE))
+    ]
+    assert flags[len(BEFORE) :] == [(True, False), (True, False)]
+    session = db.get_session(sid)
+    assert (session["message_count"], session["compression_count"]) == (6, 1)
+    assert session["tool_call_count"] == 1  # only the kept c2 call is live
+    assert session["compressor_state"] == STATE
+    [compaction] = db.list_compactions(sid)
+    assert (compaction["mode"], compaction["tokens_before"], compaction["dropped"]) == (
+        "in_place",
+        900,
+        3,
+    )
+
+
+def test_recall_returns_originals_in_order(db):
+    sid = _stored(db, "s")
+    db.persist_compression(sid, BEFORE, _result())
+    live = db.get_message_records(sid)
+    summary_id = next(r["id"] for r in live if r["is_summary"])
+    pruned_id = next(r["id"] for r in live if r["message"] == PRUNED)
+    assert db.recall(sid, summary_id) == BEFORE[1:4]
+    assert db.recall(sid, pruned_id) == [BEFORE[5]]
+    kept_id = live[0]["id"]
+    with pytest.raises(StoreError, match="nothing to recall"):
+        db.recall(sid, kept_id)
+    with pytest.raises(StoreError, match=f"message {summary_id} not found in session 'other'"):
+        db.create_session("other")
+        db.recall("other", summary_id)
+
+
+def test_search_finds_compacted_originals_marked(db):
+    sid = _stored(db, "s")
+    db.persist_compression(sid, BEFORE, _result())
+    hits = db.search("wallaby")
+    assert [(h["session_id"], h["compacted"], h["active"]) for h in hits] == [(sid, True, False)]
+    hits = db.search("quokka", limit=10)
+    assert {(h["is_summary"], h["compacted"]) for h in hits} == {(True, False), (False, True)}
+
+
+def test_rotation_carries_on_in_a_child(db):
+    sid = _stored(db, "parent")
+    result = _result()
+    child = db.persist_compression(sid, BEFORE, result, in_place=False)
+    assert child != sid
+    parent = db.get_session(sid)
+    assert parent["end_reason"] == "compression" and parent["ended_at"] is not None
+    c = db.get_session(child)
+    assert (c["parent_session_id"], c["root_session_id"], c["title"], c["user_id"], c["model"]) == (
+        sid, sid, "quokka", "u1", "m",
+    )  # fmt: skip
+    assert db.get_messages(child) == result.messages
+    assert db.get_messages(sid) == BEFORE  # the parent stays whole, as an audit trail
+    assert [r["compacted"] for r in db.get_message_records(sid)] == [
+        i in {1, 2, 3, 5} for i in range(len(BEFORE))
+    ]
+    assert (c["compressor_state"], c["compression_count"], c["message_count"]) == (STATE, 1, 6)
+    summary_id = next(r["id"] for r in db.get_message_records(child) if r["is_summary"])
+    assert db.recall(child, summary_id) == BEFORE[1:4]
+    [compaction] = db.list_compactions(sid)
+    assert (compaction["mode"], compaction["child_session_id"]) == ("rotate", child)
+
+
+def test_rotated_child_keeps_parents_state_when_result_has_none(db):
+    sid = _stored(db, "p")
+    db.save_compressor_state(sid, STATE)
+    child = db.persist_compression(sid, BEFORE, _result(compressor_state=None), in_place=False)
+    assert db.get_compressor_state(child) == STATE
+
+
+@pytest.mark.parametrize(
+    ("overrides", "error", "match"),
+    [
+        ({"lineage": []}, StoreError, "lineage for 0"),
+        ({"lineage": [[0], [1, 2, 3], [4], [5], [6], [99]]}, StoreError, "points at input 99"),
+        (
+            {"messages": [BEFORE[0], SUMMARY, BEFORE[4], PRUNED, BEFORE[6], {"role": "user", "content": "x", "_bad": object()}]},
+            InvalidMessagesError,
+            "cannot be stored as JSON",
+        ),
+        (
+            {"messages": [BEFORE[0], SUMMARY, BEFORE[4], PRUNED, BEFORE[6], {"role": "wizard"}]},
+            InvalidMessagesError,
+            "role 'wizard'",
+        ),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("in_place", [True, False])
+def test_failure_in_the_middle_leaves_database_as_it_was(db, overrides, error, match, in_place):
+    sid = _stored(db, "s")
+    before_dump = _dump(db)
+    with pytest.raises(error, match=match):
+        db.persist_compression(sid, BEFORE, _result(**overrides), in_place=in_place)
+    assert _dump(db) == before_dump
+
+
+def test_before_must_match_stored_messages(db):
+    sid = _stored(db, "s")
+    changed = [dict(m) for m in BEFORE]
+    changed[2]["content"] = "edited"
+    with pytest.raises(StoreError, match="'before' message 2 differs"):
+        db.persist_compression(sid, changed, _result())
+    with pytest.raises(StoreError, match="holds 8 live messages but 'before' has 3"):
+        db.persist_compression(sid, BEFORE[:3], _result())
+
+
+def test_unsaved_tail_of_before_is_stored_first(db):
+    sid = db.create_session("s")
+    db.append_messages(sid, BEFORE[:5])
+    db.persist_compression(sid, BEFORE, _result())
+    assert db.get_messages(sid) == _result().messages
+    assert db.get_messages(sid, include_compacted=True)[: len(BEFORE)] == BEFORE
+
+
+def test_aborted_result_changes_no_message_but_saves_state(db):
+    sid = _stored(db, "s")
+    aborted = _result(messages=list(BEFORE), lineage=[], aborted=True, error="401")
+    assert db.persist_compression(sid, BEFORE, aborted, in_place=False) == sid
+    assert db.get_messages(sid, include_compacted=True) == BEFORE
+    session = db.get_session(sid)
+    assert (session["end_reason"], session["compression_count"]) == (None, 0)
+    assert session["compressor_state"] == STATE
+
+
+def test_second_compaction_deep_recall_reaches_first_originals(db):
+    sid = _stored(db, "s")
+    first = _result()
+    db.persist_compression(sid, BEFORE, first)
+    live = db.get_messages(sid)
+    summary2 = {**SUMMARY, "content": "[CONTEXT SUMMARY] second"}
+    second = _result(
+        messages=[live[0], summary2, live[5]],
+        lineage=[[0], [1, 2, 3, 4], [5]],
+        tokens_before=120,
+        tokens_after=60,
+    )
+    db.persist_compression(sid, live, second)
+    assert db.get_messages(sid) == [BEFORE[0], summary2, BEFORE[7]]
+    s2 = next(r["id"] for r in db.get_message_records(sid) if r["is_summary"])
+    assert db.recall(sid, s2) == [SUMMARY, BEFORE[4], PRUNED, BEFORE[6]]
+    assert db.recall(sid, s2, deep=True) == BEFORE[1:7]
+    assert db.get_session(sid)["compression_count"] == 2
+
+
+class FakeCompressor:
+    """Records the state it is given; compresses by returning a prepared result."""
+
+    def __init__(self, result):
+        self.result = result
+        self.state = {"strikes": 0}
+        self.calls = []
+
+    def get_state(self):
+        return dict(self.state)
+
+    def set_state(self, state):
+        self.state = dict(state)
+
+    def compress(self, messages, *, force=False, focus=None):
+        self.calls.append((list(messages), force, focus, dict(self.state)))
+        return self.result
+
+
+def test_compress_session_restores_state_then_saves_it(db):
+    sid = _stored(db, "s")
+    db.save_compressor_state(sid, {"strikes": 1, "cooldown_until": 1.9e9})
+    fake = FakeCompressor(_result(compressor_state=None))
+    fake.state = {"strikes": 9}
+    carried, result = compress_session(db, sid, fake, force=True, focus="tests")
+    assert carried == sid
+    [(messages, force, focus, state_seen)] = fake.calls
+    assert (messages, force, focus) == (BEFORE, True, "tests")
+    assert state_seen == {"strikes": 1, "cooldown_until": 1.9e9}
+    assert db.get_compressor_state(sid) == fake.get_state()
+    assert result.messages == db.get_messages(sid)
+
+
+def test_attach_compressor_without_stored_state(db):
+    sid = db.create_session()
+    fake = FakeCompressor(None)
+    assert attach_compressor(db, sid, fake) is False
+    assert fake.state == {"strikes": 0}
+
+
+def _check_lossless(db, sid, original):
+    """Every original is either live or recallable through a live summary/stand-in."""
+    recovered = set()
+    for record in db.get_message_records(sid):
+        if record["is_summary"] or record["message"] not in original:
+            recovered.update(
+                json.dumps(m, sort_keys=True) for m in db.recall(sid, record["id"], deep=True)
+            )
+        else:
+            recovered.add(json.dumps(record["message"], sort_keys=True))
+    assert recovered >= {json.dumps(m, sort_keys=True) for m in original if m["role"] != "system"}
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_end_to_end_with_context_compressor(db, in_place):
+    original = generate_transcript(160, seed=7)
+    sid = db.create_session(title="synthetic")
+    db.append_messages(sid, original)
+    compressor = ContextCompressor(context_length=16_000)
+    carried, result = compress_session(db, sid, compressor, in_place=in_place, force=True)
+    assert result.dropped > 0 and not result.aborted
+    assert (carried == sid) is in_place
+    assert db.get_messages(carried) == result.messages
+    assert sum(1 for m in db.get_messages(carried) if m.get("_compressed_summary")) == 1
+    _check_lossless(db, carried, original)
+    hits = db.search("KeyError", limit=10, exclude_session_id=carried)
+    assert hits and all(h["compacted"] for h in hits)
+    # A new compressor attached to the session picks up where the first one stopped.
+    fresh = ContextCompressor(context_length=16_000)
+    assert db.attach_compressor(carried, fresh) is True
+    assert fresh.get_state() == compressor.get_state()
+    assert fresh.compression_count == 1
+
+
+def test_end_to_end_twice_on_real_transcript(db):
+    files = sorted(TRAJECTORIES.glob("*.messages.json"))
+    if not files:
+        pytest.skip(f"no agent transcripts in {TRAJECTORIES}")
+    original = json.loads(files[0].read_text(encoding="utf-8"))
+    sid = db.import_session(original, title=files[0].stem)
+    compressor = ContextCompressor(context_length=12_000, protect_last_n=8)
+    for _ in range(2):
+        sid, result = compress_session(db, sid, compressor, force=True)
+        assert not result.aborted
+    assert db.get_messages(sid) == result.messages
+    assert db.get_messages(sid, include_compacted=True)[: len(original)] == original
+    _check_lossless(db, sid, original)
+    assert db.get_session(sid)["compression_count"] == 2
+    assert db.get_compressor_state(sid) == compressor.get_state()
