@@ -41,6 +41,7 @@ ROUND_TRIP_CASES = [
     {"role": "developer", "content": "dev", "tool_call_id": 7},  # wrong type goes to extra
     {"role": "assistant", "content": "x", "tool_calls": None},
     {"role": "user", "content": "nul\x00byte and 中文 and emoji 🎉"},
+    {"content": "x", "_a": 1, "role": "user", "tool_call_id": "t"},  # unusual key order
 ]  # fmt: skip
 
 
@@ -48,7 +49,9 @@ ROUND_TRIP_CASES = [
 def test_message_round_trips_exactly(db, message):
     sid = db.create_session()
     db.append_messages(sid, [message])
-    assert db.get_messages(sid) == [message]
+    [got] = db.get_messages(sid)
+    assert got == message
+    assert list(got) == list(message)  # key order too
 
 
 json_values = st.recursive(
@@ -96,7 +99,9 @@ def test_arbitrary_message_dicts_round_trip(db, messages):
     sid = db.create_session()
     ids = db.append_messages(sid, messages)
     assert len(ids) == len(set(ids)) == len(messages)
-    assert db.get_messages(sid) == messages
+    got = db.get_messages(sid)
+    assert got == messages
+    assert [list(m) for m in got] == [list(m) for m in messages]
     assert [r["message"] for r in db.get_message_records(sid)] == messages
 
 

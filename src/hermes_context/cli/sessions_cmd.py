@@ -283,9 +283,9 @@ def _parse_jsonl(path: Path, text: str) -> tuple[list[Any], list[str]]:
             continue
         try:
             messages.append(json.loads(line))
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise InputFileError(
-                str(path), f"not JSON ({exc.args[0]})", location=f"line {n}"
+                str(path), f"not JSON ({exc.msg} at column {exc.colno})", location=f"line {n}"
             ) from exc
         where.append(f"line {n}")
     return messages, where

@@ -66,6 +66,7 @@ CREATE TABLE messages (
     compacted INTEGER NOT NULL DEFAULT 0,
     is_summary INTEGER NOT NULL DEFAULT 0,
     extra TEXT,
+    key_order TEXT,
     search_text TEXT
 );
 CREATE INDEX idx_messages_session ON messages(session_id, seq);

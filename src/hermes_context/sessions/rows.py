@@ -3,8 +3,9 @@
 A message is stored as its standard keys in their own columns (``role``,
 ``content`` as text or as JSON parts, ``tool_calls``, ``tool_call_id``) plus
 every other key, ``_`` metadata included, as JSON in ``extra``; a key whose
-value has an unexpected type also goes to ``extra``. Rebuilding from those
-columns gives back exactly the dict that went in. ``tool_name``,
+value has an unexpected type also goes to ``extra``, and an unusual key order
+is kept in ``key_order``. Rebuilding from those columns gives back exactly the
+dict that went in, keys in the same order. ``tool_name``,
 ``timestamp``, ``token_estimate``, ``is_summary`` and ``search_text`` are
 derived columns for queries and display only.
 """
@@ -35,10 +36,21 @@ INSERT_COLUMNS = (
     "token_estimate",
     "is_summary",
     "extra",
+    "key_order",
     "search_text",
 )
 # Columns read back to rebuild the message dict.
-MESSAGE_COLUMNS = ("role", "content", "content_parts", "tool_calls", "tool_call_id", "extra")
+MESSAGE_COLUMNS = (
+    "role",
+    "content",
+    "content_parts",
+    "tool_calls",
+    "tool_call_id",
+    "extra",
+    "key_order",
+)
+# The order ``row_to_message`` rebuilds the standard keys in.
+_STANDARD_ORDER = ("role", "content", "tool_calls", "tool_call_id")
 # Metadata keys whose numeric value is taken as the message's wall-clock time.
 _TIMESTAMP_KEYS = ("timestamp", "_timestamp")
 
@@ -149,13 +161,21 @@ def message_to_row(
         estimate_message_tokens_rough(message),
         1 if is_summary(message) else 0,
         _dumps(extra, index, "extra") if extra else None,
+        _key_order(message, columns),
         search_text_for(message),
     )
 
 
+def _key_order(message: Mapping[str, Any], columns: set[str]) -> str | None:
+    """The key order, when rebuilding would not give it back (NULL for the usual order)."""
+    keys = list(message)
+    rebuilt = [k for k in _STANDARD_ORDER if k in columns] + [k for k in keys if k not in columns]
+    return None if keys == rebuilt else json.dumps(keys, ensure_ascii=False)
+
+
 def row_to_message(row: Sequence[Any]) -> dict[str, Any]:
     """Rebuild the message dict from the ``MESSAGE_COLUMNS`` values of a row."""
-    role, content, parts, calls, call_id, extra = row[:6]
+    role, content, parts, calls, call_id, extra, key_order = row[:7]
     message: dict[str, Any] = {"role": role}
     if content is not None:
         message["content"] = content
@@ -167,6 +187,8 @@ def row_to_message(row: Sequence[Any]) -> dict[str, Any]:
         message["tool_call_id"] = call_id
     if extra is not None:
         message.update(json.loads(extra))
+    if key_order is not None:
+        message = {k: message[k] for k in json.loads(key_order)}
     return message
 
 
