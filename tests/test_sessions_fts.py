@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hermes_context import SessionDB
-from hermes_context.sessions import SearchQueryError
+from hermes_context.sessions import SearchQueryError, hits
 from hermes_context.sessions.fts import quote_query, raw_query, search_text_for, segment_cjk
 
 TRAJECTORIES = Path(__file__).parents[2] / "shared/data/trajectories"
@@ -212,13 +212,30 @@ def test_search_scoped_by_user(db):
     assert {h["session_id"] for h in db.search("secret", limit=10)} == {"a", "b"}
 
 
-def test_user_filter_reaches_past_the_first_pool(db):
-    # Many better-ranked hits of another user must not hide this user's one hit.
-    db.create_session("noise", user_id="bob")
-    db.append_messages("noise", [{"role": "user", "content": "zebra zebra zebra"}] * 300)
+@pytest.mark.parametrize(("window", "fast_top"), [(50, 20), (50, 200), (2000, 200)])
+def test_user_filter_reaches_past_the_first_window(db, monkeypatch, window, fast_top):
+    monkeypatch.setattr(hits, "CANDIDATE_WINDOW", window)
+    monkeypatch.setattr(hits, "FAST_TOP", fast_top)
     db.create_session("mine", user_id="alice")
     db.append_messages("mine", [{"role": "user", "content": "a zebra among many other words here"}])
+    # Many newer, better-ranked hits of another user must not hide this user's one hit.
+    db.create_session("noise", user_id="bob")
+    db.append_messages("noise", [{"role": "user", "content": "zebra zebra zebra"}] * 300)
     assert [h["session_id"] for h in db.search("zebra", user_id="alice")] == ["mine"]
+    assert [h["session_id"] for h in db.search("zebra", limit=2)] == ["noise", "noise"]
+
+
+def test_ranking_is_by_relevance_not_age(db):
+    sid = db.create_session()
+    strong, weak = db.append_messages(
+        sid,
+        [
+            {"role": "user", "content": "gecko gecko gecko"},
+            {"role": "user", "content": "one gecko in a long sentence about many other things"},
+        ],
+    )
+    assert [h["message_id"] for h in db.search("gecko", limit=2)] == [strong, weak]
+    assert db.search("gecko", limit=2)[0]["score"] > db.search("gecko", limit=2)[1]["score"]
 
 
 def test_rebuild_index_keeps_search_working(db):

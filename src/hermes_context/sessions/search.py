@@ -7,17 +7,15 @@ root, scroll shows the messages around one message, read shows a session
 
 from __future__ import annotations
 
-import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from ..messages import content_text
 from . import queries
-from .connection import is_busy
-from .errors import SearchQueryError, SessionNotFoundError
-from .fts import indexed_text, query_terms, quote_query, raw_query
+from .errors import SessionNotFoundError
+from .hits import Candidate, Scope, hydrate, ranked
 from .rows import MESSAGE_COLUMNS, row_to_message
 
 SORTS = ("newest", "oldest")
@@ -28,12 +26,8 @@ MAX_WINDOW = 20
 HITS_PER_GROUP = 3  # hits shown per conversation in discover mode
 READ_HEAD = 20  # a long session is read as its first READ_HEAD ...
 READ_TAIL = 10  # ... and last READ_TAIL messages
-SNIPPET_CHARS = 200
 MESSAGE_CHARS = 1_500  # per message in scroll/read; recall gives the full text
 PREVIEW_CHARS = 160
-# Hits fetched from the index per round before filtering by user and session;
-# doubled while too few survive the filters.
-_FIRST_POOL = 60
 
 
 def iso(ts: float | None) -> str | None:
@@ -49,136 +43,6 @@ def _clip(text: str, limit: int) -> str:
     return text[:limit] + f" … [{len(text) - limit} more characters]"
 
 
-def _find(text_lower: str, term: str) -> int:
-    """Where ``term`` (or the longest prefix of it, down to 3 letters) starts a word."""
-    term = term.lower()
-    if not term.isascii():
-        return text_lower.find(term)
-    for size in range(len(term), min(len(term), 3) - 1, -1):
-        m = re.search(r"\b" + re.escape(term[:size]), text_lower)
-        if m:
-            return m.start()
-    return -1
-
-
-def make_snippet(text: str, terms: Sequence[str], *, width: int = SNIPPET_CHARS) -> str:
-    """About ``width`` characters of ``text`` around the first match of ``terms``."""
-    lower = text.lower()
-    found = [p for p in (_find(lower, t) for t in terms) if p >= 0]
-    at = min(found) if found else 0
-    start = max(0, at - width // 3)
-    end = min(len(text), start + width)
-    body = " ".join(text[start:end].split())
-    return ("…" if start > 0 else "") + body + ("…" if end < len(text) else "")
-
-
-def _match_expressions(query: str, raw: bool) -> list[str]:
-    """The FTS expressions to try in order: all words, then any word."""
-    if raw:
-        return [raw_query(query)]
-    first = quote_query(query)
-    if first is None:
-        return []
-    second = quote_query(query, any_term=True)
-    return [first] if second == first else [first, second]
-
-
-def _filters(
-    user_id: str | None, excluded: Sequence[str], only: Sequence[str] | None
-) -> tuple[str, list[Any]]:
-    where, args = [], []
-    if user_id is not None:
-        where.append("s.user_id = ?")
-        args.append(user_id)
-    if excluded:
-        # What the current conversation already holds in its context is not news.
-        where.append(
-            f"NOT (m.compacted = 0 AND m.session_id IN ({', '.join('?' * len(excluded))}))"
-        )
-        args.extend(excluded)
-    if only is not None:
-        where.append(f"m.session_id IN ({', '.join('?' * len(only))})")
-        args.extend(only)
-    return (" WHERE " + " AND ".join(where)) if where else "", args
-
-
-_HIT_SELECT = (
-    "SELECT f.rowid, f.rank, m.session_id, m.role, m.timestamp, m.active, m.compacted, "
-    "m.is_summary, m.tool_name, s.root_session_id, s.title, "
-    + ", ".join("m." + c for c in MESSAGE_COLUMNS)
-    + " FROM (SELECT rowid, rank FROM messages_fts WHERE messages_fts MATCH ? "
-    "ORDER BY rank LIMIT ?) f JOIN messages m ON m.id = f.rowid "
-    "JOIN sessions s ON s.id = m.session_id"
-)
-
-
-def _hit(row: Sequence[Any], terms: Sequence[str]) -> dict[str, Any]:
-    message = row_to_message(row[11:])
-    return {
-        "session_id": row[2],
-        "message_id": row[0],
-        "role": row[3],
-        "snippet": make_snippet(indexed_text(message), terms),
-        "score": float(f"{-float(row[1]):.4g}"),
-        "timestamp": row[4],
-        "active": bool(row[5]),
-        "compacted": bool(row[6]),
-        "is_summary": bool(row[7]),
-        "tool_name": row[8],
-        "root_session_id": row[9],
-        "title": row[10],
-    }
-
-
-def _run_match(
-    conn: sqlite3.Connection,
-    expr: str,
-    pool: int,
-    filters: tuple[str, list[Any]],
-    query: str,
-    raw: bool,
-) -> list[tuple[Any, ...]]:
-    where, args = filters
-    try:
-        return conn.execute(f"{_HIT_SELECT}{where} ORDER BY f.rank", (expr, pool, *args)).fetchall()
-    except sqlite3.OperationalError as exc:
-        # Quoted expressions always parse; a raw one the user typed may not.
-        if raw and not is_busy(exc):
-            raise SearchQueryError(query, str(exc)) from exc
-        raise
-
-
-def ranked_hits(
-    conn: sqlite3.Connection,
-    query: str,
-    *,
-    enough: Any,
-    raw: bool = False,
-    user_id: str | None = None,
-    excluded: Sequence[str] = (),
-    only: Sequence[str] | None = None,
-) -> tuple[list[dict[str, Any]], str]:
-    """Filtered hits in rank order, fetching a growing pool until ``enough(rows)`` says so.
-
-    Returns:
-        The hits and which expression matched: ``all`` words, ``any`` word, or ``raw``.
-    """
-    filters = _filters(user_id, excluded, only)
-    terms = query_terms(query)
-    total = conn.execute("SELECT max(id) FROM messages").fetchone()[0] or 0
-    for n, expr in enumerate(_match_expressions(query, raw)):
-        pool = _FIRST_POOL
-        while True:
-            rows = _run_match(conn, expr, pool, filters, query, raw)
-            if enough(rows) or pool > total:
-                break
-            pool *= 4
-        if rows:
-            kind = "raw" if raw else ("all" if n == 0 else "any")
-            return [_hit(r, terms) for r in rows], kind
-    return [], "raw" if raw else "all"
-
-
 def search(
     conn: sqlite3.Connection,
     query: str,
@@ -190,36 +54,46 @@ def search(
 ) -> list[dict[str, Any]]:
     """Best-ranked matching messages (see ``SessionDB.search``)."""
     excluded = queries.ancestors(conn, exclude_session_id) if exclude_session_id else []
-    hits, _ = ranked_hits(
-        conn,
-        query,
-        enough=lambda rows: len(rows) >= limit,
-        raw=raw,
-        user_id=user_id,
-        excluded=excluded,
-    )
-    return hits[:limit]
+    scope = Scope(user_id=user_id, excluded=frozenset(excluded))
+    found, _ = ranked(conn, query, scope=scope, enough=lambda c: len(c) >= limit, raw=raw)
+    return hydrate(conn, found[:limit], query)
 
 
-def _roots(rows: Sequence[Sequence[Any]]) -> int:
-    return len({r[9] for r in rows})
+def _enough_roots(limit: int) -> Callable[[list[Candidate]], bool]:
+    return lambda found: len({c.root_session_id for c in found}) >= limit
 
 
-def _group(hits: Sequence[dict[str, Any]], limit: int, sort: str) -> list[dict[str, Any]]:
+def _choose(found: Sequence[Candidate], limit: int) -> list[Candidate]:
+    """The best hits of the best ``limit`` lineages, at most HITS_PER_GROUP each."""
+    per_root: dict[str, int] = {}
+    chosen = []
+    for c in found:
+        if c.root_session_id not in per_root:
+            if len(per_root) == limit:
+                continue
+            per_root[c.root_session_id] = 0
+        if per_root[c.root_session_id] < HITS_PER_GROUP:
+            per_root[c.root_session_id] += 1
+            chosen.append(c)
+    return chosen
+
+
+def _group(hits: Sequence[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
     groups: dict[str, dict[str, Any]] = {}
     for hit in hits:
         root = hit["root_session_id"]
         if root not in groups:
-            if len(groups) == limit:
-                continue
-            groups[root] = {"root_session_id": root, "title": hit["title"], "hits": []}
-            groups[root]["best_score"] = hit["score"]
-            groups[root]["session_ids"] = []
+            groups[root] = {
+                "root_session_id": root,
+                "title": hit["title"],
+                "best_score": hit["score"],
+                "session_ids": [],
+                "hits": [],
+            }
         group = groups[root]
         if hit["session_id"] not in group["session_ids"]:
             group["session_ids"].append(hit["session_id"])
-        if len(group["hits"]) < HITS_PER_GROUP:
-            group["hits"].append(_tool_hit(hit))
+        group["hits"].append(_tool_hit(hit))
     for group in groups.values():
         group["hits"].sort(key=lambda h: h["time"] or "", reverse=sort == "newest")
     return list(groups.values())
@@ -252,18 +126,11 @@ def discover(
     only = None
     if session_id is not None:
         queries.require_session(conn, session_id, user_id=user_id)
-        only = queries.ancestors(conn, session_id)
+        only = frozenset(queries.ancestors(conn, session_id))
     excluded = queries.ancestors(conn, current_session_id) if current_session_id else []
-    hits, kind = ranked_hits(
-        conn,
-        query,
-        enough=lambda rows: _roots(rows) >= limit,
-        raw=raw,
-        user_id=user_id,
-        excluded=excluded,
-        only=only,
-    )
-    results = _group(hits, limit, sort)
+    scope = Scope(user_id=user_id, excluded=frozenset(excluded), only=only)
+    found, kind = ranked(conn, query, scope=scope, enough=_enough_roots(limit), raw=raw)
+    results = _group(hydrate(conn, _choose(found, limit), query), sort)
     return {
         "mode": "discover",
         "query": query,
