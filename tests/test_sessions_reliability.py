@@ -126,22 +126,31 @@ def test_four_writers_four_readers_for_thirty_seconds(tmp_path):
     conn.close()
 
 
-_KILLED_APPEND = textwrap.dedent(
+# Child-process prelude: SIGKILL itself from SQLite's progress handler once
+# ``after`` callbacks (every 100 VM steps) have passed inside a transaction.
+_KILLER = textwrap.dedent(
     """
     import os, signal, sys
+
+    def kill_inside_a_transaction(conn, after):
+        calls = 0
+        def handler():
+            nonlocal calls
+            calls += 1
+            if calls >= after and conn.in_transaction:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return 0
+        conn.set_progress_handler(handler, 100)
+    """
+)
+
+_KILLED_APPEND = _KILLER + textwrap.dedent(
+    """
     from hermes_context import SessionDB
     path, after = sys.argv[1], int(sys.argv[2])
     db = SessionDB(path)
     sid = db.create_session("victim")
-    conn = db._conn()
-    calls = 0
-    def handler():
-        global calls
-        calls += 1
-        if calls >= after and conn.in_transaction:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return 0
-    conn.set_progress_handler(handler, 200)
+    kill_inside_a_transaction(db._conn(), after)
     for batch in range(1000):
         db.append_messages(sid, [
             {"role": "tool", "tool_call_id": f"c{i}", "content": f"b{batch} line {i} " + "x y z " * 20}
@@ -151,7 +160,7 @@ _KILLED_APPEND = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("after", [5, 400, 1500])
+@pytest.mark.parametrize("after", [10, 800, 3000])
 def test_sigkill_during_append_keeps_all_or_none(tmp_path, after):
     path = tmp_path / "state.db"
     proc = subprocess.run(
@@ -176,9 +185,8 @@ def test_sigkill_during_append_keeps_all_or_none(tmp_path, after):
         assert db.search("crash")[0]["snippet"] == "after the crash"
 
 
-_KILLED_PERSIST = textwrap.dedent(
+_KILLED_PERSIST = _KILLER + textwrap.dedent(
     """
-    import os, signal, sys
     from hermes_context import CompressionResult, SessionDB
     path, after = sys.argv[1], int(sys.argv[2])
     db = SessionDB(path)
@@ -192,15 +200,7 @@ _KILLED_PERSIST = textwrap.dedent(
         dropped=150, lineage=[[0], list(range(1, 151))] + [[i] for i in range(151, 200)],
         compressor_state={"strikes": 1},
     )
-    conn = db._conn()
-    calls = 0
-    def handler():
-        global calls
-        calls += 1
-        if calls >= after and conn.in_transaction:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return 0
-    conn.set_progress_handler(handler, 100)
+    kill_inside_a_transaction(db._conn(), after)
     db.persist_compression(sid, before, result, in_place=sys.argv[3] == "in_place")
     """
 )

@@ -43,8 +43,12 @@ class SessionDB:
         connection.check_file(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = self._conn()
-        self._guard(lambda: check_not_newer(conn, path=str(self.path)))
-        self._guard(lambda: migrate(conn, begin=connection.begin_immediate))
+        try:
+            self._guard(lambda: check_not_newer(conn, path=str(self.path)))
+            self._guard(lambda: migrate(conn, begin=connection.begin_immediate))
+        except BaseException:
+            self.close()
+            raise
 
     # -- plumbing ---------------------------------------------------------
 
