@@ -34,7 +34,7 @@ from typing import Any
 
 from hermes_context import SessionDB
 from hermes_context.sessions.fts import quote_query
-from hermes_context.sessions.hits import CANDIDATE_WINDOW
+from hermes_context.sessions.hits import CANDIDATE_POOL
 from hermes_context.sessions.queries import _INSERT_MESSAGE, build_rows
 
 # Targets from the issue, printed next to the figures.
@@ -251,20 +251,20 @@ def _pct(values: list[float], q: float) -> float:
 def bench_search(path: Path, queries: list[str], ids: list[str], seed: int) -> dict[str, Any]:
     """Latency (ms) of discover-mode session_search next to bare FTS5 MATCH queries.
 
-    Two bare queries on the same index: the candidate window discover reads
-    (newest CANDIDATE_WINDOW matches with their bm25 score: the like-for-like
-    baseline) and a full ``ORDER BY rank`` over every match (for context).
+    Two bare queries on the same index: the candidate pool discover reads
+    (the newest CANDIDATE_POOL matching rowids: the like-for-like baseline)
+    and the textbook ``ORDER BY rank`` (FTS5 bm25 over every match).
     """
     db = SessionDB(path)
     bare = sqlite3.connect(path)
     rng = random.Random(seed)
-    window_sql = (
-        "SELECT rowid, bm25(messages_fts) FROM messages_fts WHERE messages_fts MATCH ? "
-        f"ORDER BY rowid DESC LIMIT {CANDIDATE_WINDOW}"
+    pool_sql = (
+        "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? "
+        f"ORDER BY rowid DESC LIMIT {CANDIDATE_POOL}"
     )
     rank_sql = "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rank LIMIT 60"
     runs = {
-        "bare_window": lambda q: bare.execute(window_sql, (quote_query(q),)).fetchall(),
+        "bare_pool": lambda q: bare.execute(pool_sql, (quote_query(q),)).fetchall(),
         "bare_rank": lambda q: bare.execute(rank_sql, (quote_query(q),)).fetchall(),
         "discover": lambda q: db.session_search(query=q, current_session_id=rng.choice(ids)),
     }
@@ -334,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         **{k: round(v, 2) if isinstance(v, float) else v for k, v in search.items()},
         "db_bytes_per_message": round(size / total, 1),
     }
-    figures["p95_ratio"] = round(figures["discover_p95_ms"] / figures["bare_window_p95_ms"], 2)
+    figures["p95_ratio_pool"] = round(figures["discover_p95_ms"] / figures["bare_pool_p95_ms"], 2)
+    figures["p95_ratio_rank"] = round(figures["discover_p95_ms"] / figures["bare_rank_p95_ms"], 2)
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
@@ -345,27 +346,30 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _print_table(f: dict[str, Any]) -> None:
-    ok = lambda good: "ok" if good else "MISSED"  # noqa: E731
-    print(
-        f"corpus                {f['messages']:,} messages, {f['sessions']:,} sessions, {f['json_bytes_per_message']} JSON bytes/message"
-    )
-    print(f"ingest  raw executemany  {f['ingest_raw_msgs_per_s']:>10,} msg/s")
-    print(
-        f"ingest  append_messages  {f['ingest_api_msgs_per_s']:>10,} msg/s  = {f['ingest_ratio']:.0%} of raw (target >= {TARGET_INGEST_RATIO:.0%}: {ok(f['ingest_ratio'] >= TARGET_INGEST_RATIO)})"
-    )
-    print(
-        f"search  bare MATCH, newest {CANDIDATE_WINDOW} + bm25  p50 {f['bare_window_p50_ms']:>7.2f} ms  p95 {f['bare_window_p95_ms']:>7.2f} ms"
-    )
-    print(
-        f"search  bare MATCH ORDER BY rank     p50 {f['bare_rank_p50_ms']:>7.2f} ms  p95 {f['bare_rank_p95_ms']:>7.2f} ms"
-    )
-    print(
-        f"search  session_search (discover)    p50 {f['discover_p50_ms']:>7.2f} ms  p95 {f['discover_p95_ms']:>7.2f} ms  = {f['p95_ratio']}x bare window (target <= {TARGET_P95_RATIO}x and < {TARGET_P95_MS:.0f} ms: {ok(f['p95_ratio'] <= TARGET_P95_RATIO and f['discover_p95_ms'] < TARGET_P95_MS)})"
-    )
-    print(
-        f"        {f['queries']} queries, {f['queries_with_hits']} with hits, max {f['discover_max_ms']} ms"
-    )
-    print(f"size    {f['db_bytes_per_message']} database bytes per message")  # fmt: skip
+    def ok(good: bool) -> str:
+        return "ok" if good else "MISSED"
+
+    ratio_ok = f["p95_ratio_pool"] <= TARGET_P95_RATIO and f["p95_ratio_rank"] <= TARGET_P95_RATIO
+    lines = [
+        f"corpus   {f['messages']:,} messages, {f['sessions']:,} sessions, "
+        f"{f['json_bytes_per_message']} JSON bytes/message, {f['batch']} messages per append",
+        f"ingest   raw executemany               {f['ingest_raw_msgs_per_s']:>8,} msg/s",
+        f"ingest   append_messages               {f['ingest_api_msgs_per_s']:>8,} msg/s"
+        f"  = {f['ingest_ratio']:.0%} of raw (target >= {TARGET_INGEST_RATIO:.0%}: "
+        f"{ok(f['ingest_ratio'] >= TARGET_INGEST_RATIO)})",
+        f"search   bare MATCH, newest {CANDIDATE_POOL} rowids   p50 {f['bare_pool_p50_ms']:>7.2f} ms"
+        f"  p95 {f['bare_pool_p95_ms']:>7.2f} ms",
+        f"search   bare MATCH ORDER BY rank      p50 {f['bare_rank_p50_ms']:>7.2f} ms"
+        f"  p95 {f['bare_rank_p95_ms']:>7.2f} ms",
+        f"search   session_search (discover)     p50 {f['discover_p50_ms']:>7.2f} ms"
+        f"  p95 {f['discover_p95_ms']:>7.2f} ms  max {f['discover_max_ms']:.2f} ms",
+        f"         p95 = {f['p95_ratio_pool']}x the pool query, {f['p95_ratio_rank']}x ORDER BY rank"
+        f" (target <= {TARGET_P95_RATIO}x: {ok(ratio_ok)}; < {TARGET_P95_MS:.0f} ms: "
+        f"{ok(f['discover_p95_ms'] < TARGET_P95_MS)})",
+        f"         {f['queries']} queries, {f['queries_with_hits']} with hits",
+        f"size     {f['db_bytes_per_message']} database bytes per message",
+    ]
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hermes_context import (
     CompressionResult,
@@ -327,3 +329,61 @@ def test_end_to_end_twice_on_real_transcript(db):
     _check_lossless(db, sid, original)
     assert db.get_session(sid)["compression_count"] == 2
     assert db.get_compressor_state(sid) == compressor.get_state()
+
+
+@st.composite
+def compaction_plans(draw):
+    """Messages, a span to summarise, and which of the rest get a pruned stand-in."""
+    n = draw(st.integers(min_value=2, max_value=14))
+    before = [
+        {"role": ("user", "assistant")[i % 2], "content": f"m{i} " + "x" * i} for i in range(n)
+    ]
+    start = draw(st.integers(min_value=0, max_value=n - 1))
+    end = draw(st.integers(min_value=start + 1, max_value=n))
+    pruned = draw(
+        st.sets(
+            st.sampled_from([i for i in range(n) if not start <= i < end])
+            if n - (end - start)
+            else st.nothing()
+        )
+    )
+    return before, start, end, pruned
+
+
+def _planned_result(before, start, end, pruned):
+    messages, lineage = [], []
+    for i in range(start):
+        messages.append({**before[i], "content": "[pruned]"} if i in pruned else before[i])
+        lineage.append([i])
+    messages.append(
+        {"role": "user", "content": f"summary {start}-{end}", "_compressed_summary": True}
+    )
+    lineage.append(list(range(start, end)))
+    for i in range(end, len(before)):
+        messages.append({**before[i], "content": "[pruned]"} if i in pruned else before[i])
+        lineage.append([i])
+    return CompressionResult(messages, 10, 5, dropped=end - start, lineage=lineage)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(plan=compaction_plans(), in_place=st.booleans())
+def test_any_plan_persists_losslessly(db, plan, in_place):
+    before, start, end, pruned = plan
+    sid = db.create_session()
+    db.append_messages(sid, before)
+    result = _planned_result(before, start, end, pruned)
+    carried = db.persist_compression(sid, before, result, in_place=in_place)
+    assert db.get_messages(carried) == result.messages
+    assert db.get_messages(sid, include_compacted=True)[: len(before)] == before
+    records = db.get_message_records(carried)
+    replaced = set(range(start, end)) | set(pruned)
+    for record, span in zip(records, result.lineage, strict=True):
+        if record["is_summary"] or record["message"]["content"] == "[pruned]":
+            assert db.recall(carried, record["id"]) == [before[i] for i in span]
+    flags = [
+        r["compacted"] for r in db.get_message_records(sid, include_compacted=True)[: len(before)]
+    ]
+    assert flags == [i in replaced for i in range(len(before))]
+    assert db.get_session(carried)["message_count"] == len(result.messages)

@@ -212,10 +212,9 @@ def test_search_scoped_by_user(db):
     assert {h["session_id"] for h in db.search("secret", limit=10)} == {"a", "b"}
 
 
-@pytest.mark.parametrize(("window", "fast_top"), [(50, 20), (50, 200), (2000, 200)])
-def test_user_filter_reaches_past_the_first_window(db, monkeypatch, window, fast_top):
-    monkeypatch.setattr(hits, "CANDIDATE_WINDOW", window)
-    monkeypatch.setattr(hits, "FAST_TOP", fast_top)
+@pytest.mark.parametrize("pool", [50, 299, 300, 500])
+def test_user_filter_reaches_past_the_first_pool(db, monkeypatch, pool):
+    monkeypatch.setattr(hits, "CANDIDATE_POOL", pool)
     db.create_session("mine", user_id="alice")
     db.append_messages("mine", [{"role": "user", "content": "a zebra among many other words here"}])
     # Many newer, better-ranked hits of another user must not hide this user's one hit.
@@ -223,6 +222,19 @@ def test_user_filter_reaches_past_the_first_window(db, monkeypatch, window, fast
     db.append_messages("noise", [{"role": "user", "content": "zebra zebra zebra"}] * 300)
     assert [h["session_id"] for h in db.search("zebra", user_id="alice")] == ["mine"]
     assert [h["session_id"] for h in db.search("zebra", limit=2)] == ["noise", "noise"]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("Failing tests", ["fail", "test"]),
+        ("parser/load_call.py", ["parser", "load_call", "py"]),
+        ("数据库 NOT x", ["数据", "x"]),
+        ("stations", ["station"]),
+    ],
+)
+def test_needles(query, expected):
+    assert hits.needles(query) == expected
 
 
 def test_ranking_is_by_relevance_not_age(db):

@@ -1,17 +1,22 @@
-"""Ranked full-text hits: candidate windows from FTS5, scope filters, snippets.
+"""Ranked full-text hits: candidate pools from FTS5, scope filters, scoring, snippets.
 
-Ranking every match of a common word costs time in proportion to how often
-it occurs (bm25 is computed for each matching row), which at a million
-messages is far over an agent's latency budget. So candidates are read from
-the index newest first, ``CANDIDATE_WINDOW`` rows at a time, and ranked by
-bm25 within what was read: a query with fewer matches than the window (most
-specific queries) is ranked over all its matches exactly; a very common word
-is ranked over its newest matches. Older windows are read only while too few
-candidates survive the user / session filters.
+FTS5's ``bm25()`` reads the whole doclist of every query term to compute its
+inverse document frequency, so at a million messages a query made of common
+tokens (``src/billing/load_call.py``: ``src``, ``py``, ``load`` occur in
+most tool output) costs 100 ms or more however few rows are wanted. So the
+index is only asked for the newest ``CANDIDATE_POOL`` matching rowids (an
+``ORDER BY rowid DESC`` walk that stops early), and those candidates are
+ranked here with BM25 over the pool: term frequency in the indexed text,
+document length, and term rarity within the pool. A query with fewer matches
+than the pool (most specific queries) is ranked over all its matches; a very
+common word is ranked over its newest matches — recency is part of what an
+agent means by "the time we discussed X". Older pools are read only while too
+few candidates survive the user / session filters.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 from collections.abc import Callable, Collection, Sequence
@@ -20,29 +25,27 @@ from typing import Any
 
 from .connection import is_busy
 from .errors import SearchQueryError
-from .fts import indexed_text, query_terms, quote_query, raw_query
+from .fts import bigrams, indexed_text, query_terms, quote_query, raw_query
 from .rows import MESSAGE_COLUMNS, row_to_message
 
 # Newest matching rows ranked per round (see the module docstring).
-CANDIDATE_WINDOW = 2_000
-# Best-ranked rows of the first window checked against the scope before the
-# whole window is (almost always enough: most searches have no filter that bites).
-FAST_TOP = 200
+CANDIDATE_POOL = 500
 SNIPPET_CHARS = 200
+# BM25 constants (the usual ones, as in FTS5's bm25()).
+_K1 = 1.2
+_B = 0.75
 _MAX_ROWID = 2**63 - 1
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "es", "ed", "ly", "s")
+_CJK_TERM_RE = re.compile(r"[^\x00-\u2fff]")
 
-_CANDIDATES = (
-    "SELECT f.rowid, f.score, m.session_id, m.compacted, s.root_session_id, s.user_id "
-    "FROM (SELECT rowid, bm25(messages_fts) AS score FROM messages_fts "
-    "WHERE messages_fts MATCH ? AND rowid < ? ORDER BY rowid DESC LIMIT ?) f "
-    "JOIN messages m ON m.id = f.rowid JOIN sessions s ON s.id = m.session_id"
+_POOL = (
+    "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? AND rowid < ? "
+    "ORDER BY rowid DESC LIMIT ?"
 )
-_FAST = (
-    "SELECT w.rowid, w.score, m.session_id, m.compacted, s.root_session_id, s.user_id "
-    "FROM (SELECT rowid, score FROM (SELECT rowid, bm25(messages_fts) AS score "
-    "FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?) "
-    "ORDER BY score LIMIT ?) w "
-    "JOIN messages m ON m.id = w.rowid JOIN sessions s ON s.id = m.session_id"
+_POOL_ROWS = (
+    "SELECT m.id, m.session_id, m.compacted, s.root_session_id, s.user_id, "
+    "coalesce(m.search_text, m.content, '') FROM messages m "
+    "JOIN sessions s ON s.id = m.session_id WHERE m.id IN "
 )
 _DETAILS = (
     "SELECT m.id, m.session_id, m.role, m.timestamp, m.active, m.compacted, m.is_summary, "
@@ -57,7 +60,7 @@ class Candidate:
     """One matching message before its text is loaded."""
 
     message_id: int
-    score: float  # bm25: lower is better
+    score: float  # higher is better
     session_id: str
     root_session_id: str
 
@@ -78,8 +81,8 @@ class Scope:
     only: Collection[str] | None = None
 
     def keeps(self, row: Sequence[Any]) -> bool:
-        """Whether a ``_CANDIDATES`` row is in scope."""
-        _, _, session_id, compacted, _, user_id = row
+        """Whether a ``_POOL_ROWS`` row is in scope."""
+        _, session_id, compacted, _, user_id = row[:5]
         if self.user_id is not None and user_id != self.user_id:
             return False
         if self.only is not None and session_id not in self.only:
@@ -102,7 +105,7 @@ def _expressions(query: str, raw: bool) -> list[tuple[str, str]]:
 
 
 def _execute(
-    conn: sqlite3.Connection, sql: str, params: tuple[Any, ...], query: str, raw: bool
+    conn: sqlite3.Connection, sql: str, params: Sequence[Any], query: str, raw: bool
 ) -> list[tuple[Any, ...]]:
     try:
         return conn.execute(sql, params).fetchall()
@@ -113,6 +116,53 @@ def _execute(
         raise
 
 
+def needles(query: str) -> list[str]:
+    """Lower-case substrings whose counts stand for the query terms' frequencies."""
+    out = []
+    for term in query_terms(query):
+        term = term.lower()
+        if _CJK_TERM_RE.search(term):
+            out.append(bigrams(term)[0])  # the indexed text holds CJK as bigrams
+            continue
+        for suffix in _SUFFIXES:
+            if term.endswith(suffix) and len(term) - len(suffix) >= 3:
+                term = term[: -len(suffix)]
+                break
+        out.append(term)
+    return list(dict.fromkeys(out))
+
+
+def _bm25(rows: Sequence[Sequence[Any]], terms: Sequence[str]) -> list[float]:
+    """BM25 of each row's indexed text (last column), with the pool as the collection."""
+    texts = [r[-1].lower() for r in rows]
+    if not texts or not terms:
+        return [0.0] * len(texts)
+    lengths = [len(t) + 1 for t in texts]
+    avg = sum(lengths) / len(lengths)
+    counts = [[t.count(term) for term in terms] for t in texts]
+    n = len(texts)
+    idf = []
+    for j in range(len(terms)):
+        df = sum(1 for c in counts if c[j])
+        idf.append(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+    scores = []
+    for c, length in zip(counts, lengths, strict=True):
+        norm = _K1 * (1 - _B + _B * length / avg)
+        scores.append(sum(w * tf * (_K1 + 1) / (tf + norm) for w, tf in zip(idf, c, strict=True)))
+    return scores
+
+
+def _pool(
+    conn: sqlite3.Connection, expr: str, upper: int, query: str, raw: bool
+) -> tuple[list[tuple[Any, ...]], int]:
+    """In-scope-checkable rows of the newest matches below ``upper``, and how many matched."""
+    ids = [r[0] for r in _execute(conn, _POOL, (expr, upper, CANDIDATE_POOL), query, raw)]
+    if not ids:
+        return [], 0
+    rows = conn.execute(_POOL_ROWS + f"({', '.join('?' * len(ids))})", ids).fetchall()
+    return rows, len(ids)
+
+
 def _candidates(
     conn: sqlite3.Connection,
     expr: str,
@@ -121,22 +171,20 @@ def _candidates(
     query: str,
     raw: bool,
 ) -> list[Candidate]:
-    def keep(rows: list[tuple[Any, ...]]) -> list[Candidate]:
-        return [Candidate(r[0], r[1], r[2], r[4]) for r in rows if scope.keeps(r)]
-
-    # Fast path: only the best FAST_TOP rows of the newest window are looked up.
-    rows = _execute(conn, _FAST, (expr, CANDIDATE_WINDOW, FAST_TOP), query, raw)
-    found = keep(rows)
-    # Fewer rows than asked for means the index holds no other match.
-    if not (len(rows) < min(FAST_TOP, CANDIDATE_WINDOW) or enough(found)):
-        found, upper = [], _MAX_ROWID
-        while True:
-            rows = _execute(conn, _CANDIDATES, (expr, upper, CANDIDATE_WINDOW), query, raw)
-            found += keep(rows)
-            if len(rows) < CANDIDATE_WINDOW or enough(found):
-                break
-            upper = min(r[0] for r in rows)
-    found.sort(key=lambda c: (c.score, -c.message_id))
+    terms = needles(query)
+    found: list[Candidate] = []
+    upper = _MAX_ROWID
+    while True:
+        rows, matched = _pool(conn, expr, upper, query, raw)
+        kept = [r for r in rows if scope.keeps(r)]
+        found += [
+            Candidate(r[0], score, r[1], r[3])
+            for r, score in zip(kept, _bm25(kept, terms), strict=True)
+        ]
+        if matched < CANDIDATE_POOL or enough(found):
+            break
+        upper = min(r[0] for r in rows)
+    found.sort(key=lambda c: (-c.score, -c.message_id))
     return found
 
 
@@ -199,7 +247,7 @@ def hydrate(
                 "message_id": r[0],
                 "role": r[2],
                 "snippet": make_snippet(indexed_text(message), terms),
-                "score": float(f"{-c.score:.4g}"),
+                "score": float(f"{c.score:.4g}"),
                 "timestamp": r[3],
                 "active": bool(r[4]),
                 "compacted": bool(r[5]),

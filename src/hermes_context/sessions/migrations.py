@@ -69,7 +69,7 @@ CREATE TABLE messages (
     key_order TEXT,
     search_text TEXT
 );
-CREATE INDEX idx_messages_session ON messages(session_id, seq);
+CREATE UNIQUE INDEX idx_messages_session ON messages(session_id, seq);
 """
 
 _M002 = f"""

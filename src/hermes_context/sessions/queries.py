@@ -236,7 +236,7 @@ def append(
         ids.extend(insert_rows(conn, rows[start : start + step]))
         if progress:
             progress(len(ids))
-    calls = sum(len(m.get("tool_calls") or ()) for m in messages if isinstance(m, Mapping))
+    calls = sum(len(m["tool_calls"]) for m in messages if isinstance(m.get("tool_calls"), list))
     conn.execute(
         "UPDATE sessions SET message_count = message_count + ?, "
         "tool_call_count = tool_call_count + ? WHERE id = ?",
