@@ -16,6 +16,7 @@ from .errors import (
     SecurityError,
     StoreError,
 )
+from .memory import MEMORY_TOOL_SCHEMA, MemoryStore, memory_tool, scan_for_threats
 from .messages import strip_think_blocks, to_wire, validate_messages
 from .sessions import SessionDB
 from .tokens import TokenCounter, estimate_messages_tokens_rough, estimate_tokens_rough
@@ -31,6 +32,8 @@ __all__ = [
     "HermesContextError",
     "InvalidMessagesError",
     "LLMAPIError",
+    "MEMORY_TOOL_SCHEMA",
+    "MemoryStore",
     "OpenAISummarizer",
     "SecurityError",
     "SessionDB",
@@ -39,6 +42,8 @@ __all__ = [
     "estimate_messages_tokens_rough",
     "estimate_tokens_rough",
     "load_config",
+    "memory_tool",
+    "scan_for_threats",
     "strip_think_blocks",
     "summarize_tool_result",
     "to_wire",

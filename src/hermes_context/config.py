@@ -8,6 +8,7 @@ variable > default. Unknown keys warn; a value of the wrong type fails with a
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import types
 import typing
@@ -222,6 +223,9 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
 
 def _check_ranges(cfg: Config) -> None:
     c = cfg.compression
+    if math.isnan(c.target_ratio) or math.isnan(c.threshold):
+        key = "compression.target_ratio" if math.isnan(c.target_ratio) else "compression.threshold"
+        raise ConfigError(f"config key '{key}' must be a number, got NaN", key=key)
     if not 0 < c.threshold <= 1:
         raise ConfigError(
             f"config key 'compression.threshold' must be a number in (0, 1], got {c.threshold}",
@@ -278,13 +282,15 @@ def _read_file(path: Path) -> dict[str, Any]:
 
 
 def _apply_env(data: dict[str, Any]) -> None:
-    model = data.setdefault("model", {}) if isinstance(data.get("model", {}), dict) else None
-    if model is None:
-        return
-    if os.environ.get(ENV_BASE_URL) and "base_url" not in model:
-        model["base_url"] = os.environ[ENV_BASE_URL]
-    if os.environ.get(ENV_MODEL) and "name" not in model:
-        model["name"] = os.environ[ENV_MODEL]
+    """Fill model values the file leaves unset (absent or null) from the environment."""
+    if data.get("model") is None:
+        data["model"] = {}
+    model = data["model"]
+    if not isinstance(model, dict):
+        return  # _build reports the wrong type
+    for key, var in (("base_url", ENV_BASE_URL), ("name", ENV_MODEL)):
+        if os.environ.get(var) and model.get(key) is None:
+            model[key] = os.environ[var]
 
 
 def load_config(

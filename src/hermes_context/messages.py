@@ -142,8 +142,9 @@ def validate_messages(
     opens its run of tool results; every tool call id is answered exactly once;
     no two adjacent messages (system aside) are both ``user`` or both
     ``assistant`` unless ``allow_consecutive_roles`` is set. With
-    ``allow_pending_tool_calls`` the calls of the last message may be unanswered
-    (a transcript saved while a tool was running).
+    ``allow_pending_tool_calls`` the calls of the last assistant message may be
+    unanswered when only its tool results follow it (a transcript saved while
+    tools were running).
 
     Raises:
         InvalidMessagesError: naming the index and the rule broken.
@@ -186,5 +187,6 @@ def validate_messages(
         prev_role = role
     if pending:
         cid, owner = next(iter(pending.items()))
-        if not (allow_pending_tool_calls and owner == len(messages) - 1):
+        last_run = all(m.get("role") == "tool" for m in messages[owner + 1 :])
+        if not (allow_pending_tool_calls and last_run):
             raise _fail(owner, "unanswered_tool_call", f"tool call {cid!r} has no tool result")

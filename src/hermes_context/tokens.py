@@ -7,6 +7,7 @@ provider's ``usage.prompt_tokens`` is authoritative after it (SPEC 3.1).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -33,6 +34,9 @@ _CJK_RANGES = (
 )
 
 
+_CJK_RE = re.compile("[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES) + "]")
+
+
 def is_cjk_char(ch: str) -> bool:
     """Whether ``ch`` is a CJK, Kana or Hangul character (counted 1 token)."""
     cp = ord(ch)
@@ -51,14 +55,9 @@ def estimate_tokens_rough(text: str | None) -> int:
         return 0
     if text.isascii():
         return (len(text) + 3) // 4
-    cjk = 0
-    rest_bytes = 0
-    for ch in text:
-        if is_cjk_char(ch):
-            cjk += 1
-        else:
-            rest_bytes += len(ch.encode("utf-8", "surrogatepass"))
-    return cjk + (rest_bytes + 3) // 4
+    rest = _CJK_RE.sub("", text)
+    cjk = len(text) - len(rest)
+    return cjk + (len(rest.encode("utf-8", "surrogatepass")) + 3) // 4
 
 
 def estimate_content_tokens(content: Any) -> int:

@@ -80,14 +80,14 @@ def stderr_console() -> Any:
     """A rich console on stderr, for reports and progress that scripts ignore."""
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def stdout_console() -> Any:
     """A rich console on stdout, for tables meant for people."""
     from rich.console import Console
 
-    return Console(highlight=False)
+    return Console(highlight=False, soft_wrap=True)
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")

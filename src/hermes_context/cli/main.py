@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import warnings
 
 import click
 
@@ -12,6 +13,7 @@ from .. import __version__
 _SUBCOMMANDS = {
     "compress": ("hermes_context.cli.compress_cmd", "compress"),
     "config": ("hermes_context.cli.config_cmd", "config"),
+    "memory": ("hermes_context.cli.memory_cmd", "memory"),
     "sessions": ("hermes_context.cli.sessions_cmd", "sessions"),
 }
 
@@ -33,6 +35,11 @@ def cli() -> None:
     """Context compression and memory for LLM agents (OpenAI message format)."""
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+    click.echo(f"warning: {message}", err=True)
+
+
 def main() -> None:
     """Console-script entry point."""
+    warnings.showwarning = _show_warning  # one line, no source location
     cli(prog_name="hermes-context")

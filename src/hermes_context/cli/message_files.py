@@ -15,7 +15,8 @@ from ..messages import validate_messages
 
 def _parse_jsonl(name: str, text: str) -> list[Any]:
     items = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    # Only "\n" ends a JSONL record: U+2028 and friends may sit raw inside strings.
+    for lineno, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
@@ -27,20 +28,28 @@ def _parse_jsonl(name: str, text: str) -> list[Any]:
     return items
 
 
+def _looks_like_jsonl(text: str) -> bool:
+    """JSONL when the first non-blank line is a whole JSON object on its own."""
+    first = next((line for line in text.split("\n") if line.strip()), "")
+    try:
+        return isinstance(json.loads(first), dict)
+    except json.JSONDecodeError:
+        return False
+
+
 def parse_messages(name: str, text: str) -> list[dict[str, Any]]:
     """Parse message-file text; errors name the file, the line or message, and the problem."""
-    stripped = text.lstrip("\ufeff").strip()
-    if not stripped:
+    text = text.removeprefix("\ufeff")
+    if not text.strip():
         raise InputFileError(name, "the file is empty: expected a JSON array of messages")
     try:
-        data: Any = json.loads(stripped)
+        data: Any = json.loads(text)
     except json.JSONDecodeError as exc:
-        if stripped.startswith("{") and "\n" in stripped:
-            data = _parse_jsonl(name, stripped)
-        else:
+        if not _looks_like_jsonl(text):
             raise InputFileError(
                 name, f"invalid JSON ({exc.msg})", location=f"line {exc.lineno}"
             ) from None
+        data = _parse_jsonl(name, text)
     if isinstance(data, dict):
         if "messages" not in data:
             if "role" in data:
@@ -82,6 +91,16 @@ def read_messages(path: str) -> list[dict[str, Any]]:
     return parse_messages(path, text)
 
 
+def _mode_for(target: Path) -> int:
+    """An overwritten file keeps its mode; a new one gets the umask's default."""
+    try:
+        return target.stat().st_mode & 0o777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def write_messages(path: str, messages: list[dict[str, Any]]) -> None:
     """Write messages atomically: JSONL for ``.jsonl`` paths, else a JSON array."""
     if path.endswith(".jsonl"):
@@ -92,6 +111,7 @@ def write_messages(path: str, messages: list[dict[str, Any]]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _mode_for(target))
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..messages import content_text, is_real_user, is_summary, tool_call_ids
+from ..messages import content_text, is_real_user, is_summary, tool_call_ids, validate_messages
+from .boundaries import Boundaries
 
 SUMMARY_PREFIX = (
     "[CONTEXT SUMMARY — reference only] Earlier turns of this conversation were compacted "
@@ -59,7 +60,7 @@ def unmerge(message: dict[str, Any]) -> dict[str, Any] | None:
         parts = list(message["content"])[1:]  # the summary is the first text part
         out["content"] = parts
     else:
-        out["content"] = rest
+        out["content"] = rest if rest or not out.get("tool_calls") else None
     return out
 
 
@@ -146,8 +147,11 @@ def strip_historical_images(messages: list[dict[str, Any]]) -> list[dict[str, An
 def sanitize_tool_pairs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Drop orphan tool results, strip unanswered tool calls, merge role collisions."""
     answered = _answered_ids(messages)
-    if messages and messages[-1].get("tool_calls"):
-        answered |= set(tool_call_ids(messages[-1]))  # still running: its results come next
+    last = len(messages) - 1
+    while last >= 0 and messages[last].get("role") == "tool":
+        last -= 1
+    if last >= 0 and messages[last].get("tool_calls"):
+        answered |= set(tool_call_ids(messages[last]))  # still running: results come next
     out: list[dict[str, Any]] = []
     open_ids: set[str] = set()
     for m in messages:
@@ -213,3 +217,80 @@ def _merge_collisions(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         out.append(m)
     return out
+
+
+def _kept_after(bounds: Boundaries, n: int) -> list[int]:
+    """Indices kept after the summary: the anchor, then the tail."""
+    anchor = [] if bounds.anchor is None else [bounds.anchor]
+    return [*anchor, *range(bounds.tail_start, n)]
+
+
+def summary_inputs(
+    original: list[dict[str, Any]], bounds: Boundaries
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The original turns of the middle, and the previous summary text.
+
+    A previous summary is taken from wherever it sits (middle, anchor or tail),
+    so the new summary replaces it and the prompt holds exactly one.
+    """
+    turns: list[dict[str, Any]] = []
+    previous: list[str] = []
+    kept = _kept_after(bounds, len(original))
+    summaries_kept = [i for i in kept if is_summary(original[i])]
+    middle = set(bounds.middle)
+    for i in sorted([*bounds.middle, *summaries_kept]):
+        m = original[i]
+        if not is_summary(m):
+            turns.append(m)
+            continue
+        previous.append(split_summary(m)[0])
+        inner = unmerge(m)
+        if i in middle and inner is not None:
+            if content_text(inner.get("content")) or inner.get("tool_calls"):
+                turns.append(inner)
+    return turns, ("\n\n".join(previous) if previous else None)
+
+
+def _strip_old_summaries(kept: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
+    """Kept messages without earlier summaries: merged ones unmerged, standalone ones dropped."""
+    out: list[dict[str, Any]] = []
+    dropped: list[int] = []
+    for m in kept:
+        if not is_summary(m):
+            out.append(m)
+            continue
+        inner = unmerge(m)
+        if inner is None:
+            dropped.extend(m.get(LINEAGE_KEY, []))
+        else:
+            out.append({**inner, LINEAGE_KEY: m.get(LINEAGE_KEY, [])})
+    return out, dropped
+
+
+def assemble(
+    pruned: list[dict[str, Any]], bounds: Boundaries, summary: str, original: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[list[int]]]:
+    """Head + summary + (anchor) + tail, valid, with each output's input lineage.
+
+    The summary goes right before the last user message when that message is
+    anchored: "respond to the message below".
+    """
+    middle = bounds.middle
+    has_user = any(is_real_user(original[i]) for i in middle)
+    tag = tag_lineage(pruned)
+    before = tag[: bounds.head_end]
+    after, folded = _strip_old_summaries([tag[i] for i in _kept_after(bounds, len(tag))])
+    placed, merged = place_summary(before, summary, after, has_user_turn=has_user)
+    span = sorted([*middle, *folded])
+    placed[0][LINEAGE_KEY] = [*span, *placed[0][LINEAGE_KEY]] if merged else span
+    messages = add_system_note([*before, *placed])
+    messages = strip_historical_images(messages)
+    messages = sanitize_tool_pairs(messages)
+    lineage = [m.pop(LINEAGE_KEY, []) for m in messages]
+    validate_messages(messages, allow_consecutive_roles=True, allow_pending_tool_calls=True)
+    return messages, lineage
+
+
+def tag_lineage(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies carrying ``LINEAGE_KEY``: the input index each stands for."""
+    return [{**m, LINEAGE_KEY: [i]} for i, m in enumerate(messages)]

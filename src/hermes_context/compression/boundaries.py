@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ..messages import is_real_user
@@ -25,7 +26,7 @@ class Boundaries:
     tail_start: int
     anchor: int | None
 
-    @property
+    @cached_property
     def middle(self) -> list[int]:
         """Indices folded into the summary."""
         return [i for i in range(self.head_end, self.tail_start) if i != self.anchor]

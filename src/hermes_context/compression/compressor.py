@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, InvalidMessagesError, LLMAPIError
-from ..messages import content_text, is_real_user, is_summary, validate_messages
+from ..messages import content_text, is_real_user, is_summary, strip_think_blocks
 from ..tokens import estimate_messages_tokens_rough
 from . import assembly
 from .antithrash import ThrashState
-from .boundaries import Boundaries, find_boundaries, protect_head_end
-from .deterministic import DeterministicSummarizer, parse_summary
-from .pinned import Fact, extract_facts, fact_key, merge_facts, pinned_texts
+from .boundaries import find_boundaries, protect_head_end
+from .deterministic import DeterministicSummarizer
+from .pinned import ensure_pinned, pinned_for_summary
 from .prompt import build_summary_request, summary_target_tokens
 from .prune import MAX_TAIL_MESSAGE_FLOOR, PruneOutcome, prune_messages
 from .result import CompressionReport, CompressionResult, StageFigures
@@ -32,7 +32,6 @@ CHARS_PER_TOKEN = 4
 TARGET_SUMMARY_SHARE = 0.35
 # ...and the plan is re-tried with halved budgets at most this many times.
 TARGET_ROUNDS = 5
-_LINEAGE_KEY = assembly.LINEAGE_KEY
 
 
 @dataclass
@@ -450,7 +449,7 @@ class ContextCompressor:
             pruned=sorted(pruned.pruned),
             summariser="none",
         )
-        turns, previous = _summary_inputs(original, bounds)
+        turns, previous = assembly.summary_inputs(original, bounds)
         self._goal_hint = _first_user_text(original)
         if not turns:
             return self._finish_pruned(
@@ -469,7 +468,7 @@ class ContextCompressor:
                 original, tokens_before, report=report, aborted=True, error=summary.error
             )
             return res
-        messages, lineage = _assemble(pruned.messages, bounds, summary.text, original)
+        messages, lineage = assembly.assemble(pruned.messages, bounds, summary.text, original)
         tokens_after = estimate_messages_tokens_rough(messages)
         if tokens_after >= after_prune:
             return self._finish_pruned(
@@ -477,13 +476,12 @@ class ContextCompressor:
             )
         report.stages.append(StageFigures("summarise", after_prune, tokens_after))
         report.stages.append(StageFigures("total", tokens_before, tokens_after))
-        report.summarised = bounds.middle
-        report.pruned = [i for i in report.pruned if i not in set(bounds.middle)]
-        report.kept = [
-            i
-            for i in range(len(original))
-            if i not in set(bounds.middle) and i not in set(report.pruned)
-        ]
+        middle = bounds.middle
+        folded = set(middle)
+        report.summarised = middle
+        report.pruned = [i for i in report.pruned if i not in folded]
+        changed = folded | set(report.pruned)
+        report.kept = [i for i in range(len(original)) if i not in changed]
         if summary.used_fallback:
             report.warnings.append(
                 "the LLM summary failed: a deterministic summary was used instead"
@@ -492,7 +490,7 @@ class ContextCompressor:
             messages=messages,
             tokens_before=tokens_before,
             tokens_after=tokens_after,
-            dropped=len(bounds.middle),
+            dropped=len(middle),
             summary=summary.text,
             used_fallback=summary.used_fallback,
             error=summary.error,
@@ -535,19 +533,20 @@ class ContextCompressor:
         max_chars = summary_chars or target * CHARS_PER_TOKEN
         if self.summarizer is None:
             return _Summary(self._run_deterministic(turns, previous, focus, max_chars))
-        pinned = _pinned_for(turns, previous)
+        pinned = pinned_for_summary(turns, previous)
         name = getattr(self.summarizer, "name", "llm")
         request = build_summary_request(
             turns, previous_summary=previous, pinned=pinned, target_tokens=target, focus=focus
         )
         try:
-            text = self.summarizer(request)
-            if not isinstance(text, str) or not text.strip():
+            raw = self.summarizer(request)
+            text = strip_think_blocks(raw) if isinstance(raw, str) else ""
+            if not text:
                 raise LLMAPIError("the summariser returned an empty summary", kind="bad_json")
         except LLMAPIError as exc:
             return self._on_failure(exc, turns, previous, focus, max_chars, name)
         self._state.timeout_strikes = 0
-        return _Summary(_ensure_pinned(text.strip(), pinned), summariser=str(name))
+        return _Summary(ensure_pinned(text.strip(), pinned), summariser=str(name))
 
     def _run_deterministic(
         self, turns: list[dict[str, Any]], previous: str | None, focus: str | None, max_chars: int
@@ -635,80 +634,3 @@ def _plans(
         tail //= 2
         summary_tokens = max(50, int(summary_tokens * 0.7))
     return plans
-
-
-def _summary_inputs(
-    original: list[dict[str, Any]], bounds: Boundaries
-) -> tuple[list[dict[str, Any]], str | None]:
-    """The original turns of the middle, and the previous summary text found there."""
-    turns: list[dict[str, Any]] = []
-    previous: list[str] = []
-    span = list(bounds.middle)
-    if bounds.anchor is not None and is_summary(original[bounds.anchor]):
-        span.append(bounds.anchor)
-    for i in sorted(span):
-        m = original[i]
-        if is_summary(m):
-            previous.append(assembly.split_summary(m)[0])
-            inner = assembly.unmerge(m)
-            if (
-                inner is not None
-                and i != bounds.anchor
-                and (content_text(inner.get("content")) or inner.get("tool_calls"))
-            ):
-                turns.append(inner)
-        else:
-            turns.append(m)
-    return turns, ("\n\n".join(previous) if previous else None)
-
-
-def _assemble(
-    pruned: list[dict[str, Any]], bounds: Boundaries, summary: str, original: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[list[int]]]:
-    middle = bounds.middle
-    has_user = any(is_real_user(original[i]) for i in middle)
-    tag = _tagged(pruned)
-    before = tag[: bounds.head_end]
-    after = tag[bounds.tail_start :]
-    if bounds.anchor is not None:
-        # The summary goes right before the last user message: "respond to the message below".
-        anchor = tag[bounds.anchor]
-        inner = assembly.unmerge(anchor)
-        after.insert(0, {**inner, _LINEAGE_KEY: [bounds.anchor]} if inner is not None else anchor)
-    placed, merged = assembly.place_summary(before, summary, after, has_user_turn=has_user)
-    if merged:
-        placed[0][_LINEAGE_KEY] = [*middle, *placed[0][_LINEAGE_KEY]]
-    else:
-        placed[0][_LINEAGE_KEY] = list(middle)
-    messages = assembly.add_system_note([*before, *placed])
-    messages = assembly.strip_historical_images(messages)
-    messages = assembly.sanitize_tool_pairs(messages)
-    lineage = [m.pop(_LINEAGE_KEY, []) for m in messages]
-    validate_messages(messages, allow_consecutive_roles=True, allow_pending_tool_calls=True)
-    return messages, lineage
-
-
-def _tagged(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**m, _LINEAGE_KEY: [i]} for i, m in enumerate(messages)]
-
-
-def _pinned_for(turns: list[dict[str, Any]], previous: str | None) -> list[str]:
-    prev_items = parse_summary(previous).get("## Constraints & Preferences", [])
-    old = [Fact("constraint", fact_key(t), t) for t in prev_items]
-    return pinned_texts(merge_facts(old, extract_facts(turns)))
-
-
-def _ensure_pinned(summary: str, pinned: Sequence[str]) -> str:
-    """Insert pinned facts the LLM left out under ``## Constraints & Preferences``."""
-    missing = [p for p in pinned if p not in summary]
-    if not missing:
-        return summary
-    heading = "## Constraints & Preferences"
-    bullets = "\n".join(f"- {p}" for p in missing)
-    if heading not in summary:
-        return f"{heading}\n{bullets}\n\n{summary}"
-    head, _, rest = summary.partition(heading)
-    rest = rest.lstrip("\n")
-    if rest.startswith("None"):
-        rest = "\n" + rest[4:].lstrip(" \n")
-    return f"{head}{heading}\n{bullets}\n{rest}"

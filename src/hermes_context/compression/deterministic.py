@@ -15,7 +15,7 @@ from typing import Any
 
 from ..messages import content_text, is_real_user, strip_think_blocks
 from .pinned import Fact, extract_facts, fact_key, merge_facts
-from .prompt import SUMMARY_HEADINGS
+from .prompt import SUMMARY_HEADINGS, parse_summary
 from .tool_summaries import EDIT_TOOLS, WRITE_TOOLS, parse_arguments, summarize_tool_result
 
 # Hard cap of a deterministic summary (SPEC 3.5).
@@ -32,7 +32,10 @@ MAX_DECISIONS = 10
 MAX_ASKS = 6
 LAST_TURNS = 3
 
-ERROR_RE = re.compile(r"error|failed|failure|exception|traceback|timeout|timed out|fatal", re.I)
+_ERROR_WORDS = r"error|failed|failure|exception|traceback|timeout|timed out|fatal"
+ERROR_RE = re.compile(_ERROR_WORDS, re.I)
+# One pass over a whole tool result: every line holding an error word.
+_ERROR_LINE_RE = re.compile(rf"^[^\n]*(?:{_ERROR_WORDS})[^\n]*$", re.I | re.M)
 _PATH_RE = re.compile(
     r"(?<![\w:/.-])(?:~?/)?(?:[\w.-]+/)*[\w-][\w.-]*\."
     r"(?:py|pyi|js|jsx|ts|tsx|mjs|json|ya?ml|toml|md|rst|txt|cfg|ini|conf|sql|sh|go|rs|java|kt|"
@@ -49,7 +52,6 @@ _DECISION_RE = re.compile(
 _REMAINING_RE = re.compile(
     r"\b(next|todo|to do|remaining|still need|need to|then i'?ll|will now|left to)\b", re.I
 )
-_SECTION_RE = re.compile(r"^## (.+?)\s*$", re.M)
 
 # Trim order under a tight budget: lowest priority loses items first.
 _PRIORITY = {
@@ -69,25 +71,6 @@ _PRIORITY = {
 def _clip(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def parse_summary(text: str | None) -> dict[str, list[str]]:
-    """Split a summary into ``{heading: items}``; bullets become items."""
-    sections: dict[str, list[str]] = {}
-    if not text:
-        return sections
-    matches = list(_SECTION_RE.finditer(text))
-    for i, match in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-        body = text[match.end() : end].strip()
-        items = []
-        for line in body.splitlines():
-            line = line.strip()
-            if not line or line == "None":
-                continue
-            items.append(line[2:] if line.startswith(("- ", "* ")) else line)
-        sections["## " + match.group(1)] = items
-    return sections
 
 
 @dataclass
@@ -110,27 +93,42 @@ def _note_paths(ex: _Extract, text: str, modified: bool) -> None:
         entry[1] |= int(modified)
 
 
-def _scan_call(ex: _Extract, call: dict[str, Any], results: dict[str, Any]) -> None:
+def _call_paths(ex: _Extract, call: dict[str, Any]) -> None:
     fn = call.get("function") or {}
     name = str(fn.get("name") or "tool")
-    raw_args = fn.get("arguments")
-    args = parse_arguments(raw_args)
-    result = results.get(str(call.get("id")))
-    if result is not None:
-        ex.actions.append(summarize_tool_result(name, args, result))
-    else:
-        ex.actions.append(f"[{name}] " + _clip(str(raw_args or ""), 120))
+    args = parse_arguments(fn.get("arguments"))
     arg_text = " ".join(str(v) for v in args.values())
     modified = name in WRITE_TOOLS or name in EDIT_TOOLS or bool(_MODIFY_CMD_RE.search(arg_text))
     _note_paths(ex, arg_text, modified)
 
 
-def _scan_errors(ex: _Extract, text: str) -> None:
+def _action(call: dict[str, Any], results: dict[str, Any]) -> str:
+    fn = call.get("function") or {}
+    name = str(fn.get("name") or "tool")
+    result = results.get(str(call.get("id")))
+    if result is None:
+        return f"[{name}] " + _clip(str(fn.get("arguments") or ""), 120)
+    return summarize_tool_result(name, fn.get("arguments"), result)
+
+
+def _error_lines(text: str) -> list[str]:
     if not ERROR_RE.search(text):
-        return
-    for line in text.splitlines():
-        if ERROR_RE.search(line) and line.strip():
-            ex.errors.append(_clip(line.strip(), ERROR_LINE_CHARS))
+        return []
+    return [_clip(m.group(0).strip(), ERROR_LINE_CHARS) for m in _ERROR_LINE_RE.finditer(text)]
+
+
+def _recent(turns: Sequence[dict[str, Any]], ex: _Extract, results: dict[str, Any]) -> None:
+    """Actions and error lines, newest first, only as many as the summary keeps."""
+    actions: list[str] = []
+    errors: list[str] = []
+    for m in reversed(turns):
+        if m.get("role") == "tool" and len(set(errors)) < MAX_ERRORS:
+            errors.extend(reversed(_error_lines(content_text(m.get("content")))))
+        elif len(actions) < MAX_ACTIONS:
+            actions.extend(_action(c, results) for c in reversed(m.get("tool_calls") or ()))
+        if len(actions) >= MAX_ACTIONS and len(set(errors)) >= MAX_ERRORS:
+            break
+    ex.actions, ex.errors = actions[::-1], errors[::-1]
 
 
 def _extract(turns: Sequence[dict[str, Any]]) -> _Extract:
@@ -140,11 +138,8 @@ def _extract(turns: Sequence[dict[str, Any]]) -> _Extract:
     }
     for m in turns:
         role = m.get("role")
-        text = content_text(m.get("content"))
-        if role == "tool":
-            _scan_errors(ex, text)
-        elif role == "assistant":
-            text = strip_think_blocks(text)
+        if role == "assistant":
+            text = strip_think_blocks(content_text(m.get("content")))
             if text:
                 ex.assistant_texts.append(text)
                 _note_paths(ex, text, False)
@@ -152,10 +147,12 @@ def _extract(turns: Sequence[dict[str, Any]]) -> _Extract:
                     _clip(s, ITEM_CHARS) for s in _sentences(text) if _DECISION_RE.search(s)
                 )
             for call in m.get("tool_calls") or ():
-                _scan_call(ex, call, results)
+                _call_paths(ex, call)
         elif is_real_user(m):
+            text = content_text(m.get("content"))
             ex.users.append(text)
             _note_paths(ex, text, False)
+    _recent(turns, ex, results)
     for m in turns[-LAST_TURNS:]:
         ex.last_turns.append(_last_turn(m, turns))
     return ex
@@ -205,9 +202,21 @@ def _files(ex: _Extract, previous: list[str]) -> list[str]:
     return items[:MAX_FILES][::-1]  # oldest-first order: trimming drops the least relevant
 
 
-def _facts(previous: list[str], turns: Sequence[dict[str, Any]]) -> list[Fact]:
-    old = [Fact("constraint", fact_key(t), t) for t in previous]
-    return merge_facts(old, extract_facts(turns))
+_CURRENT = "Current: "
+
+
+def _previous_facts(prev: dict[str, list[str]]) -> list[Fact]:
+    """Facts a previous summary carried, re-keyed so new statements can replace them."""
+    facts = [
+        Fact("constraint", fact_key(t), t) for t in prev.get("## Constraints & Preferences", [])
+    ]
+    for t in prev.get("## Goal", [])[1:]:
+        text = t.removeprefix(_CURRENT)
+        facts.append(Fact("goal", fact_key(text), text))
+    for t in prev.get("## Critical Context", []):
+        if not ERROR_RE.search(t):
+            facts.append(Fact("fact", fact_key(t), t))
+    return facts
 
 
 def build_sections(
@@ -218,21 +227,22 @@ def build_sections(
     """The summary as ``{heading: items}``, oldest item first in each section.
 
     ``goal_hint`` is the conversation's first user message, used for the goal
-    when neither the turns nor a previous summary state one.
+    when neither the turns nor a previous summary state one. Facts (pinned
+    rules, goal states, exact values) are merged with the previous summary's,
+    a restated item replacing the older statement; error lines are bounded.
     """
     prev = parse_summary(previous_summary)
     ex = _extract(turns)
-    facts = _facts(prev.get("## Constraints & Preferences", []), turns)
-    goal_facts = [f.text for f in facts if f.kind == "goal"]
-    value_facts = [f.text for f in facts if f.kind == "fact"]
-    pinned = [f.text for f in facts if f.kind not in ("goal", "fact")]
+    facts = merge_facts(_previous_facts(prev), extract_facts(turns))
+    by_kind: dict[str, list[str]] = {"goal": [], "fact": [], "pinned": []}
+    for f in facts:
+        by_kind[f.kind if f.kind in ("goal", "fact") else "pinned"].append(f.text)
     first_ask = goal_hint or (ex.users[0] if ex.users else None)
-    goal = prev.get("## Goal") or ([_clip(first_ask, GOAL_CHARS)] if first_ask else [])
-    if goal_facts:
-        goal = [*goal[:1], f"Current: {goal_facts[-1]}"]
-    sections = {
-        "## Goal": goal,
-        "## Constraints & Preferences": pinned,
+    goal = prev.get("## Goal", [])[:1] or ([_clip(first_ask, GOAL_CHARS)] if first_ask else [])
+    old_errors = [t for t in prev.get("## Critical Context", []) if ERROR_RE.search(t)]
+    return {
+        "## Goal": [*goal, *(_CURRENT + g for g in by_kind["goal"])],
+        "## Constraints & Preferences": by_kind["pinned"],
         "## Active Task": [_clip(ex.users[-1], TASK_CHARS)]
         if ex.users
         else prev.get("## Active Task", []),
@@ -247,11 +257,11 @@ def build_sections(
         "## Pending User Asks": [_clip(u, ITEM_CHARS) for u in ex.users[-MAX_ASKS:]]
         or prev.get("## Pending User Asks", []),
         "## Remaining Work": _remaining(ex) or prev.get("## Remaining Work", []),
-        "## Critical Context": _dedupe_latest(
-            [*prev.get("## Critical Context", []), *value_facts, *ex.errors], MAX_ERRORS + 20
-        ),
+        "## Critical Context": [
+            *by_kind["fact"],
+            *_dedupe_latest([*old_errors, *ex.errors], MAX_ERRORS),
+        ],
     }
-    return sections
 
 
 def _remaining(ex: _Extract) -> list[str]:

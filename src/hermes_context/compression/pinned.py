@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..messages import content_text, is_real_user
+from .prompt import SUMMARY_HEADINGS, parse_summary
 
 # Sentences longer than this are not pinned verbatim (they are task text, not a rule).
 MAX_FACT_CHARS = 400
@@ -185,3 +186,28 @@ PINNED_KINDS = ("safety", "constraint", "budget", "deadline", "preference", "cor
 def pinned_texts(facts: Sequence[Fact]) -> list[str]:
     """Texts of the facts that belong under ``## Constraints & Preferences``."""
     return [f.text for f in facts if f.kind in PINNED_KINDS]
+
+
+def pinned_for_summary(turns: list[dict[str, Any]], previous: str | None) -> list[str]:
+    prev_items = parse_summary(previous).get("## Constraints & Preferences", [])
+    old = [Fact("constraint", fact_key(t), t) for t in prev_items]
+    return pinned_texts(merge_facts(old, extract_facts(turns)))
+
+
+def ensure_pinned(summary: str, pinned: Sequence[str]) -> str:
+    """Insert pinned facts the LLM left out under ``## Constraints & Preferences``."""
+    missing = [p for p in pinned if p not in summary]
+    if not missing:
+        return summary
+    heading = "## Constraints & Preferences"
+    bullets = "\n".join(f"- {p}" for p in missing)
+    if heading not in summary:
+        later = [summary.find(h) for h in SUMMARY_HEADINGS[2:] if h in summary]
+        at = min(later) if later else len(summary)
+        block = f"{heading}\n{bullets}"
+        return f"{summary[:at].rstrip()}\n\n{block}\n\n{summary[at:].lstrip()}".strip()
+    head, _, rest = summary.partition(heading)
+    rest = rest.lstrip("\n")
+    if rest.startswith("None"):
+        rest = "\n" + rest[4:].lstrip(" \n")
+    return f"{head}{heading}\n{bullets}\n{rest}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ BODY_CUT_MARKER = "\n...[truncated]...\n"
 INPUT_MAX_CHARS = 160_000
 INPUT_HEAD_SHARE = 0.45
 # Bounds of the internal summary size target, in tokens.
+_SECTION_RE = re.compile(r"^## (.+?)\s*$", re.M)
 SUMMARY_MIN_TOKENS = 2_000
 SUMMARY_MAX_TOKENS = 10_000
 SUMMARY_CONTENT_RATIO = 0.20
@@ -131,3 +133,22 @@ def build_summary_request(
         parts.append(f"FOCUS: give most of the summary budget to: {focus}")
     parts.append(f"Aim for at most about {target_tokens:,} tokens.")
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def parse_summary(text: str | None) -> dict[str, list[str]]:
+    """Split a summary into ``{heading: items}``; bullets become items."""
+    sections: dict[str, list[str]] = {}
+    if not text:
+        return sections
+    matches = list(_SECTION_RE.finditer(text))
+    for i, match in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
+        body = text[match.end() : end].strip()
+        items = []
+        for line in body.splitlines():
+            line = line.strip()
+            if not line or line == "None":
+                continue
+            items.append(line[2:] if line.startswith(("- ", "* ")) else line)
+        sections["## " + match.group(1)] = items
+    return sections

@@ -1,0 +1,175 @@
+"""Benchmark the memory store: write throughput and p95 latency of ``add`` against a floor.
+
+The floor is the least any correct store must do per write on the same files:
+take the ``flock``, read the file, append the entry, write a temp file, fsync
+it, rename it over the original and fsync the folder. The store adds parsing,
+validation, the threat scan, drift checks and the journal append (one more
+fsync) on top. Both run in the same process, on the same disk, in the same run.
+
+Run: ``python benchmarks/memory.py`` (``--ops``, ``--procs`` to change the load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import multiprocessing
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from hermes_context import MemoryStore, scan_for_threats
+
+CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "memory_threat_corpus.jsonl"
+# High enough that no add is refused for size: this measures the write path.
+BIG_LIMIT = 100_000_000
+DELIMITER = "\n§\n"
+
+
+def _entry(worker: int, i: int) -> str:
+    return f"w{worker} note {i}: the API listens on port {8000 + i} behind nginx; run pytest -q"
+
+
+def _store_loop(folder: str, worker: int, n: int, start: float) -> list[float]:
+    store = MemoryStore(folder, memory_char_limit=BIG_LIMIT, user_char_limit=BIG_LIMIT)
+    _wait_until(start)
+    lat = []
+    for i in range(n):
+        t = time.perf_counter()
+        result = store.add("memory", _entry(worker, i), origin="agent", session_id=f"b{worker}")
+        lat.append(time.perf_counter() - t)
+        assert result["success"], result
+    return lat
+
+
+def _floor_loop(folder: str, worker: int, n: int, start: float) -> list[float]:
+    path = Path(folder) / "MEMORY.md"
+    lock = Path(folder) / "MEMORY.md.lock"
+    _wait_until(start)
+    lat = []
+    for i in range(n):
+        t = time.perf_counter()
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            old = path.read_text(encoding="utf-8") if path.exists() else ""
+            new = old + DELIMITER + _entry(worker, i) if old else _entry(worker, i)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.write(out, new.encode("utf-8"))
+            os.fsync(out)
+            os.close(out)
+            os.replace(tmp, path)
+            dfd = os.open(folder, os.O_RDONLY)
+            os.fsync(dfd)
+            os.close(dfd)
+        finally:
+            os.close(fd)
+        lat.append(time.perf_counter() - t)
+    return lat
+
+
+def _wait_until(start: float) -> None:
+    while time.time() < start:
+        time.sleep(0.001)
+
+
+def _child(args: tuple) -> list[float]:
+    kind, folder, worker, n, start = args
+    loop = _store_loop if kind == "store" else _floor_loop
+    return loop(folder, worker, n, start)
+
+
+def _run(kind: str, procs: int, ops: int) -> tuple[float, float]:
+    """(ops/s, p95 ms) for ``procs`` processes each making ``ops`` adds."""
+    with tempfile.TemporaryDirectory(prefix="hc-bench-") as tmp:
+        folder = str(Path(tmp) / "memories")
+        os.makedirs(folder, mode=0o700)
+        start = time.time() + (1.5 if procs > 1 else 0.0)
+        jobs = [(kind, folder, w, ops, start) for w in range(procs)]
+        if procs == 1:
+            lats = [_child(jobs[0])]
+        else:
+            with multiprocessing.get_context("spawn").Pool(procs) as pool:
+                lats = pool.map(_child, jobs)
+        wall = time.time() - start
+        flat = sorted(x for lat in lats for x in lat)
+        p95 = statistics.quantiles(flat, n=20)[-1] * 1000
+        return len(flat) / wall, p95
+
+
+def _scanner(repeat: int) -> dict[str, float]:
+    rows = [json.loads(line) for line in CORPUS.open(encoding="utf-8")]
+    texts = [r["text"] for r in rows]
+    t = time.perf_counter()
+    for _ in range(repeat):
+        for text in texts:
+            scan_for_threats(text)
+    per_sec = repeat * len(texts) / (time.perf_counter() - t)
+    benign = [r["text"] for r in rows if r["label"] == "benign"]
+    store_entries, size = [], 0
+    for text in benign:  # a full 2,200-char MEMORY.md of ordinary notes
+        if size + len(text) + len(DELIMITER) > 2200:
+            break
+        store_entries.append(text)
+        size += len(text) + len(DELIMITER)
+    t = time.perf_counter()
+    for _ in range(repeat):
+        for text in store_entries:
+            scan_for_threats(text)
+    per_entry_us = (time.perf_counter() - t) / (repeat * len(store_entries)) * 1e6
+    mal = [r for r in rows if r["label"] == "malicious"]
+    caught = sum(bool(scan_for_threats(r["text"])) for r in mal)
+    flagged = sum(bool(scan_for_threats(t)) for t in benign)
+    return {
+        "entries_per_s": per_sec,
+        "store_entries": len(store_entries),
+        "store_us_per_entry": per_entry_us,
+        "detected": caught,
+        "malicious": len(mal),
+        "flagged": flagged,
+        "benign": len(benign),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", type=int, default=500, help="adds per single-process run")
+    parser.add_argument("--procs", type=int, default=8, help="processes in the concurrent run")
+    parser.add_argument("--ops-per-proc", type=int, default=250, help="adds per process")
+    parser.add_argument("--scan-repeat", type=int, default=20, help="passes over the corpus")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per case; medians shown")
+    args = parser.parse_args()
+
+    print(f"memory store benchmark (cpu count {os.cpu_count()}, fsync on, median of {args.rounds})")
+    load = os.getloadavg()[0]
+    print(f"load average at start {load:.2f}: other work on the machine skews both columns")
+    print(
+        f"{'case':<30}{'store ops/s':>12}{'p95 ms':>9}{'floor ops/s':>13}{'p95 ms':>9}{'ratio':>7}"
+    )
+    cases = [("1 process", 1, args.ops), (f"{args.procs} processes", args.procs, args.ops_per_proc)]
+    for label, procs, ops in cases:
+        store_runs, floor_runs = [], []
+        for _ in range(args.rounds):  # interleaved so background load hits both alike
+            store_runs.append(_run("store", procs, ops))
+            floor_runs.append(_run("floor", procs, ops))
+        s_ops, s_p95 = (statistics.median(x) for x in zip(*store_runs, strict=True))
+        f_ops, f_p95 = (statistics.median(x) for x in zip(*floor_runs, strict=True))
+        # Store throughput as a share of the floor, per interleaved round.
+        ratio = statistics.median(s[0] / f[0] for s, f in zip(store_runs, floor_runs, strict=True))
+        name = f"add, {label} x {ops}"
+        print(f"{name:<30}{s_ops:>12.0f}{s_p95:>9.2f}{f_ops:>13.0f}{f_p95:>9.2f}{ratio:>7.2f}")
+    scan = _scanner(args.scan_repeat)
+    print(f"scanner: {scan['entries_per_s']:,.0f} entries/s over the corpus; "
+          f"full 2,200-char store ({scan['store_entries']} entries): "
+          f"{scan['store_us_per_entry']:.1f} us per entry")  # fmt: skip
+    print(f"corpus: detected {scan['detected']}/{scan['malicious']} "
+          f"({scan['detected'] / scan['malicious']:.1%}), false positives "
+          f"{scan['flagged']}/{scan['benign']} ({scan['flagged'] / scan['benign']:.2%})")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,275 @@
+"""``hermes-context memory``: read and edit MEMORY.md / USER.md, review staged writes."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ..config import load_config
+from ..errors import StoreError
+from ..memory import MemoryStore
+from ._common import (
+    EXIT_FAILURE,
+    EXIT_NOT_FOUND,
+    EXIT_SECURITY,
+    EXIT_STORE,
+    EXIT_USAGE,
+    NotFoundError,
+    emit_json,
+    handle_errors,
+    home_option,
+    json_option,
+    stdout_console,
+)
+
+_TARGETS = ("memory", "user")
+_FILENAMES = {"memory": "MEMORY.md", "user": "USER.md"}
+# Exit code for each refusal reason of a write (see memory/results.py).
+_REASON_EXIT = {
+    "invalid": EXIT_USAGE,
+    "no_match": EXIT_NOT_FOUND,
+    "security": EXIT_SECURITY,
+    "drift": EXIT_STORE,
+    "symlink": EXIT_STORE,
+    "unreadable": EXIT_STORE,
+    "not_utf8": EXIT_STORE,
+    "write_failed": EXIT_STORE,
+    "store": EXIT_STORE,
+}
+
+_target_option = click.option(
+    "--target",
+    type=click.Choice(_TARGETS),
+    default="memory",
+    show_default=True,
+    help="memory = MEMORY.md (agent notes), user = USER.md (user profile).",
+)
+_any_target_option = click.option(
+    "--target", type=click.Choice(_TARGETS), default=None, help="Only this file (default: both)."
+)
+
+
+def _store(hermes_home: str | None) -> MemoryStore:
+    return MemoryStore.from_config(load_config(hermes_home=hermes_home))
+
+
+def _finish(result: dict[str, Any], as_json: bool, done: str) -> None:
+    """Print a write result and exit with the code its refusal reason maps to."""
+    if as_json:
+        emit_json(result)
+    if not result["success"]:
+        if not as_json:
+            click.echo(f"error: {result['error']}", err=True)
+        sys.exit(_REASON_EXIT.get(result.get("reason", ""), EXIT_FAILURE))
+    if not as_json:
+        if result.get("unchanged"):
+            done = "Already there; nothing changed"
+        n = result["entry_count"]
+        click.echo(f"{done} ({result['usage']} chars, {n} entr{'y' if n == 1 else 'ies'})")
+
+
+def _not_found(exc: StoreError) -> Exception:
+    return NotFoundError(str(exc)) if exc.data.get("reason") == "not_found" else exc
+
+
+@click.group()
+def memory() -> None:
+    """Read and edit the memory files (MEMORY.md, USER.md) and review staged writes."""
+
+
+@memory.command()
+@_any_target_option
+@home_option
+@json_option
+@handle_errors
+def show(target: str | None, hermes_home: str | None, as_json: bool) -> None:
+    """Print the live entries with their usage; poisoned entries are flagged."""
+    store = _store(hermes_home)
+    report: dict[str, Any] = {}
+    failed = False
+    for name in [target] if target else list(_TARGETS):
+        try:
+            report[name] = store.status(name)
+        except StoreError as exc:
+            click.echo(f"error: {exc}", err=True)
+            failed = True
+    if as_json:
+        emit_json(report)
+    else:
+        for name, data in report.items():
+            _print_target(name, data)
+    if failed:
+        sys.exit(EXIT_STORE)
+
+
+def _print_target(name: str, data: dict[str, Any]) -> None:
+    from rich.text import Text
+
+    console = stdout_console()
+    used, limit, entries = data["usage"], data["limit"], data["entries"]
+    pct = min(100, used * 100 // limit)
+    count = f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
+    header = Text(_FILENAMES[name], style="bold")
+    header.append(f"  {used:,}/{limit:,} chars ({pct}%), {count}")
+    console.print(header, soft_wrap=True)
+    blocked = {b["index"]: b["pattern_ids"] for b in data["blocked"]}
+    for i, entry in enumerate(entries):
+        line = Text(f"  {i + 1}. ")
+        if i in blocked:
+            line.append(f"[blocked: {', '.join(blocked[i])}] ", style="bold red")
+        line.append(entry.replace("\n", "\n     "))
+        console.print(line, soft_wrap=True)
+    if data["drift"]:
+        click.echo(f"warning: {data['drift']}", err=True)
+
+
+def _read_text_arg(text: str) -> str:
+    return sys.stdin.read() if text == "-" else text
+
+
+@memory.command()
+@click.argument("text")
+@_target_option
+@home_option
+@json_option
+@handle_errors
+def add(text: str, target: str, hermes_home: str | None, as_json: bool) -> None:
+    """Add an entry (TEXT, or - to read it from stdin)."""
+    result = _store(hermes_home).add(target, _read_text_arg(text), origin="user")
+    _finish(result, as_json, f"Added to {_FILENAMES[target]}")
+
+
+@memory.command()
+@click.argument("old_text")
+@click.argument("text")
+@_target_option
+@home_option
+@json_option
+@handle_errors
+def replace(old_text: str, text: str, target: str, hermes_home: str | None, as_json: bool) -> None:
+    """Replace the entry OLD_TEXT names (whole entry, or a part found in no other) with TEXT."""
+    result = _store(hermes_home).replace(target, old_text, _read_text_arg(text), origin="user")
+    _finish(result, as_json, f"Entry replaced in {_FILENAMES[target]}")
+
+
+@memory.command()
+@click.argument("old_text")
+@_target_option
+@home_option
+@json_option
+@handle_errors
+def remove(old_text: str, target: str, hermes_home: str | None, as_json: bool) -> None:
+    """Remove the entry OLD_TEXT names (whole entry, or a part found in no other)."""
+    result = _store(hermes_home).remove(target, old_text, origin="user")
+    _finish(result, as_json, f"Entry removed from {_FILENAMES[target]}")
+
+
+@memory.command()
+@_any_target_option
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Newest N."
+)
+@home_option
+@json_option
+@handle_errors
+def history(target: str | None, limit: int, hermes_home: str | None, as_json: bool) -> None:
+    """Show who wrote what: the journal of committed writes, oldest first."""
+    records = _store(hermes_home).history(target, limit=limit)
+    if as_json:
+        emit_json(records)
+        return
+    if not records:
+        click.echo("no memory writes recorded")
+        return
+    from rich.table import Table
+
+    table = Table("time", "action", "file", "origin", "session", "content", box=None)
+    for rec in records:
+        table.add_row(
+            str(rec.get("time", ""))[:19].replace("T", " "),
+            str(rec.get("action", "")),
+            _FILENAMES.get(rec.get("target", ""), "?"),
+            str(rec.get("origin", "")),
+            str(rec.get("session_id") or "-"),
+            str(rec.get("content_hash", ""))[:12],
+        )
+    stdout_console().print(table)
+
+
+@memory.command()
+@home_option
+@json_option
+@handle_errors
+def pending(hermes_home: str | None, as_json: bool) -> None:
+    """List staged writes waiting for approval (memory.write_approval: stage)."""
+    items = _store(hermes_home).pending_writes()
+    if as_json:
+        emit_json([p.to_dict() for p in items])
+        return
+    if not items:
+        click.echo("no pending memory writes")
+        return
+    for item in items:
+        session = f", session {item.session_id}" if item.session_id else ""
+        click.echo(
+            f"{item.id}  {item.created}  {_FILENAMES[item.target]}  {item.kind} by {item.origin}{session}"
+        )
+        for op in item.operations:
+            old = f" '{op['old_text']}'" if "old_text" in op else ""
+            new = f" -> '{op['content']}'" if "content" in op else ""
+            click.echo(f"    {op['action']}{old}{new}")
+
+
+def _pending_command(fn: Any) -> Any:
+    """Shared options of the commands that act on one staged write."""
+    for decorator in (handle_errors, json_option, home_option, click.argument("pending_id")):
+        fn = decorator(fn)
+    return memory.command()(fn)
+
+
+def _decide(method: str, pending_id: str, hermes_home: str | None) -> dict[str, Any]:
+    try:
+        return getattr(_store(hermes_home), method)(pending_id)
+    except StoreError as exc:
+        raise _not_found(exc) from None
+
+
+@_pending_command
+def approve(pending_id: str, hermes_home: str | None, as_json: bool) -> None:
+    """Apply the staged write PENDING_ID to the memory files."""
+    result = _decide("approve", pending_id, hermes_home)
+    name = _FILENAMES[result.get("target", "memory")]
+    _finish(result, as_json, f"Approved {pending_id} into {name}")
+
+
+@_pending_command
+def reject(pending_id: str, hermes_home: str | None, as_json: bool) -> None:
+    """Discard the staged write PENDING_ID without applying it."""
+    result = _decide("reject", pending_id, hermes_home)
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(result["message"])
+
+
+@memory.command()
+@_any_target_option
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@home_option
+@handle_errors
+def reset(target: str | None, yes: bool, hermes_home: str | None) -> None:
+    """Empty MEMORY.md and/or USER.md; a .bak.<unix_ts> copy of each is kept."""
+    names = " and ".join(_FILENAMES[t] for t in ([target] if target else _TARGETS))
+    if not yes and not click.confirm(f"Empty {names}? A backup copy is kept.", default=False):
+        click.echo("aborted; nothing changed", err=True)
+        sys.exit(EXIT_FAILURE)
+    store = _store(hermes_home)
+    store.reset(target)
+    for name in [target] if target else list(_TARGETS):
+        backup = store.last_reset_backups.get(name)
+        if backup:
+            click.echo(f"reset {_FILENAMES[name]} (backup: {backup})")
+        else:
+            click.echo(f"{_FILENAMES[name]} was already empty")

@@ -1,0 +1,19 @@
+"""Bounded MEMORY.md / USER.md notes, the ``memory`` tool and its threat scanner (SPEC 5)."""
+
+from .approval import PendingWrite
+from .entries import ENTRY_DELIMITER
+from .journal import content_hash
+from .store import MEMORY_BLOCK_HEADERS, MemoryStore
+from .threats import scan_for_threats
+from .tool import MEMORY_TOOL_SCHEMA, memory_tool
+
+__all__ = [
+    "ENTRY_DELIMITER",
+    "MEMORY_BLOCK_HEADERS",
+    "MEMORY_TOOL_SCHEMA",
+    "MemoryStore",
+    "PendingWrite",
+    "content_hash",
+    "memory_tool",
+    "scan_for_threats",
+]

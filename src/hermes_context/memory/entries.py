@@ -1,0 +1,199 @@
+"""The on-disk format of MEMORY.md / USER.md and pure operations on entry lists.
+
+A file is its entries joined by ``ENTRY_DELIMITER`` (a line holding only
+``§``); usage is the length of that joined text. Every function here takes a
+list of entries and returns a new one; none touches the disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+ENTRY_DELIMITER = "\n§\n"
+# The delimiter without its newlines: a line holding only this splits entries.
+_SECTION_SIGN = "§"
+TARGETS = ("memory", "user")
+TARGET_FILENAMES = {"memory": "MEMORY.md", "user": "USER.md"}
+# How many characters of an entry an error message quotes.
+PREVIEW_CHARS = 80
+
+
+class EntryError(Exception):
+    """An operation cannot be applied to the entries (internal; the store turns it into a result).
+
+    Attributes:
+        reason: Short machine-readable cause (``no_match``, ``multiple_matches``, ...).
+        data: Extra fields for the result dict.
+    """
+
+    def __init__(self, message: str, *, reason: str, **data: object) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.data = data
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One validated write: ``add`` (content), ``replace`` (old_text, content), ``remove`` (old_text)."""
+
+    action: str
+    content: str | None = None
+    old_text: str | None = None
+
+    def to_dict(self) -> dict[str, str]:
+        """Plain data, for pending files and results."""
+        data = {"action": self.action}
+        if self.old_text is not None:
+            data["old_text"] = self.old_text
+        if self.content is not None:
+            data["content"] = self.content
+        return data
+
+
+def parse_entries(text: str) -> list[str]:
+    """Split file text into entries, stripping each and dropping empty ones."""
+    return [part.strip() for part in text.split(ENTRY_DELIMITER) if part.strip()]
+
+
+def render_entries(entries: Sequence[str]) -> str:
+    """Join entries into file text (the inverse of ``parse_entries`` for clean entries)."""
+    return ENTRY_DELIMITER.join(entries)
+
+
+def usage(entries: Sequence[str]) -> int:
+    """Characters the entries take in the file, the number the limits apply to."""
+    return len(render_entries(entries))
+
+
+def preview(text: str) -> str:
+    """A one-line, shortened form of an entry for messages."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
+
+
+def clean_content(content: object, *, field: str = "content") -> str:
+    """Validate and strip new entry text.
+
+    Raises:
+        EntryError: the text is empty, not a string, or holds a delimiter line.
+    """
+    if not isinstance(content, str) or not content.strip():
+        raise EntryError(f"'{field}' must be non-empty text.", reason="invalid")
+    text = content.strip()
+    if any(line.strip() == _SECTION_SIGN for line in text.splitlines()):
+        raise EntryError(
+            f"'{field}' must not contain a line holding only '§' (it separates entries); "
+            "write one fact per entry and call the tool once per entry.",
+            reason="invalid",
+        )
+    return text
+
+
+def clean_old_text(old_text: object) -> str:
+    """Validate and strip the text that names an existing entry.
+
+    Raises:
+        EntryError: the text is empty or not a string.
+    """
+    if not isinstance(old_text, str) or not old_text.strip():
+        raise EntryError(
+            "'old_text' must be non-empty text: a unique part of the entry to change.",
+            reason="invalid",
+        )
+    return old_text.strip()
+
+
+def find_entry(entries: Sequence[str], old_text: object) -> int:
+    """Index of the entry ``old_text`` names: a whole entry first, then a substring.
+
+    Identical entries count as one match (the first is used).
+
+    Raises:
+        EntryError: no entry, or several distinct entries, match.
+    """
+    needle = clean_old_text(old_text)
+    for i, entry in enumerate(entries):
+        if entry == needle:
+            return i
+    hits = [i for i, entry in enumerate(entries) if needle in entry]
+    distinct = list(dict.fromkeys(entries[i] for i in hits))
+    if not distinct:
+        raise EntryError(
+            f"No entry matched '{preview(needle)}'. Check the current entries and use text "
+            "that appears in the entry you mean.",
+            reason="no_match",
+            current_entries=list(entries),
+        )
+    if len(distinct) > 1:
+        raise EntryError(
+            f"Multiple entries matched '{preview(needle)}' ({len(distinct)} entries). "
+            "Use a longer old_text that appears in only one entry.",
+            reason="multiple_matches",
+            matches=[preview(e) for e in distinct],
+        )
+    return hits[0]
+
+
+def apply_operation(entries: Sequence[str], op: Operation) -> list[str]:
+    """Return a new list with ``op`` applied; a duplicate add leaves the list as it was."""
+    result = list(entries)
+    if op.action == "add":
+        assert op.content is not None
+        if op.content not in result:
+            result.append(op.content)
+        return result
+    index = find_entry(result, op.old_text)
+    if op.action == "remove":
+        del result[index]
+        return result
+    assert op.content is not None
+    if op.content in result and result[index] != op.content:
+        # Replacing with text that is already another entry merges the two.
+        del result[index]
+    else:
+        result[index] = op.content
+    return result
+
+
+def apply_operations(entries: Sequence[str], ops: Sequence[Operation]) -> list[str]:
+    """Apply ``ops`` in order to a copy of ``entries``.
+
+    Raises:
+        EntryError: an operation fails; ``data["operation_index"]`` says which.
+    """
+    result = list(entries)
+    for i, op in enumerate(ops):
+        try:
+            result = apply_operation(result, op)
+        except EntryError as exc:
+            exc.data["operation_index"] = i
+            raise
+    return result
+
+
+def parse_operation(raw: object, *, index: int | None = None) -> Operation:
+    """Validate one tool-call operation dict into an ``Operation``.
+
+    Raises:
+        EntryError: a field is missing or the action is unknown.
+    """
+    where = f"operations[{index}]: " if index is not None else ""
+    if not isinstance(raw, dict):
+        raise EntryError(f"{where}each operation must be an object.", reason="invalid")
+    action = raw.get("action")
+    try:
+        if action == "add":
+            return Operation("add", content=clean_content(raw.get("content")))
+        if action == "replace":
+            old_text = clean_old_text(raw.get("old_text"))
+            return Operation(
+                "replace", old_text=old_text, content=clean_content(raw.get("content"))
+            )
+        if action == "remove":
+            return Operation("remove", old_text=clean_old_text(raw.get("old_text")))
+    except EntryError as exc:
+        raise EntryError(where + str(exc), reason=exc.reason) from None
+    raise EntryError(
+        f"{where}'action' must be one of add, replace, remove (got {action!r}).", reason="invalid"
+    )

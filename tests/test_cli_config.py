@@ -1,0 +1,276 @@
+"""``hermes-context config show|path|init`` through the real entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from hermes_context.cli.main import cli
+from hermes_context.config import DEFAULT_CONFIG_YAML
+
+DEFAULT_SHOW = """\
+model:
+  base_url: null
+  api_key: null
+  api_key_env: OPENAI_API_KEY
+  name: null
+  context_length: 128000
+  max_tokens: null
+compression:
+  enabled: true
+  threshold: 0.5
+  model_thresholds: {{}}
+  threshold_tokens: null
+  target_ratio: 0.2
+  protect_first_n: 3
+  protect_last_n: 20
+  min_tail_user_messages: 1
+  max_attempts: 3
+  in_place: true
+  abort_on_summary_failure: false
+  proactive_prune_tokens: 0
+  proactive_prune_min_result_chars: 8000
+  proactive_prune_min_reclaim_tokens: 4096
+  progress_notices: false
+  idle_compact_after_seconds: 0
+  micro_compact: false
+auxiliary:
+  compression:
+    provider: auto
+    model: null
+    base_url: null
+    api_key: null
+    timeout: 120.0
+memory:
+  memory_enabled: true
+  user_profile_enabled: true
+  memory_char_limit: 2200
+  user_char_limit: 1375
+  nudge_interval: 10
+  flush_min_turns: 6
+  provider: ''
+  write_approval: allow
+skills:
+  creation_nudge_interval: 15
+hermes_home: {home}
+path: {path}
+"""
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args), prog_name="hermes-context")
+
+
+def installed_script() -> str:
+    sibling = Path(sys.executable).with_name("hermes-context")
+    found = str(sibling) if sibling.exists() else shutil.which("hermes-context")
+    if not found:
+        pytest.skip("the hermes-context script is not installed")
+    return found
+
+
+def test_version():
+    result = run("--version")
+    assert (result.exit_code, result.stdout) == (0, "hermes-context, version 0.1.0\n")
+
+
+def test_config_is_listed_in_help():
+    result = run("--help")
+    assert result.exit_code == 0
+    assert "  config    Show, locate or create the configuration file.\n" in result.stdout
+
+
+# --- show -------------------------------------------------------------------
+
+
+def test_show_defaults(hermes_home):
+    result = run("config", "show")
+    assert result.exit_code == 0
+    assert result.stdout == DEFAULT_SHOW.format(home=hermes_home, path="null")
+    assert result.stderr == ""
+
+
+def test_show_json(hermes_home):
+    result = run("config", "show", "--json")
+    assert result.exit_code == 0
+    expected = yaml.safe_load(DEFAULT_SHOW.format(home=hermes_home, path="null"))
+    assert result.stdout == json.dumps(expected, indent=2) + "\n"
+    assert json.loads(result.stdout)["compression"]["protect_last_n"] == 20
+
+
+def test_show_reads_the_home_file_and_masks_keys(hermes_home):
+    path = hermes_home / "config.yaml"
+    path.write_text(
+        "model:\n  api_key: sk-very-secret\n  name: local\n"
+        "compression:\n  threshold: 0.6\n  model_thresholds: {gpt-4o: 0.7}\n",
+        encoding="utf-8",
+    )
+    result = run("config", "show")
+    assert result.exit_code == 0
+    expected = (
+        DEFAULT_SHOW.format(home=hermes_home, path=path)
+        .replace("  api_key: null\n  api_key_env", "  api_key: '***'\n  api_key_env")
+        .replace("  name: null\n", "  name: local\n")
+        .replace(
+            "  threshold: 0.5\n  model_thresholds: {}\n",
+            "  threshold: 0.6\n  model_thresholds:\n    gpt-4o: 0.7\n",
+        )
+    )
+    assert result.stdout == expected
+    assert "sk-very-secret" not in result.stdout
+    as_json = json.loads(run("config", "show", "--json").stdout)
+    assert as_json["model"]["api_key"] == "***"
+    assert as_json["path"] == str(path)
+
+
+def test_show_with_home_and_config_options(tmp_path):
+    home = tmp_path / "elsewhere"
+    explicit = tmp_path / "my.yaml"
+    explicit.write_text("memory:\n  write_approval: stage\n", encoding="utf-8")
+    result = run("config", "show", "--json", "--home", str(home), "--config", str(explicit))
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert (data["hermes_home"], data["path"]) == (str(home), str(explicit))
+    assert data["memory"]["write_approval"] == "stage"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "compression:\n  threshold: 0.5\n\tenabled: true\n",
+            "config file {path} is not valid YAML at line 3: fix the syntax",
+        ),
+        (
+            "compression:\n  max_attempts: 1.5\n",
+            "config key 'compression.max_attempts' must be an integer, got 1.5 (float)",
+        ),
+        (
+            "compression:\n  threshold: 2\n",
+            "config key 'compression.threshold' must be a number in (0, 1], got 2.0",
+        ),
+        ("- a list\n", "config file {path} must hold a mapping at the top level"),
+    ],
+    ids=["bad-yaml", "wrong-type", "out-of-range", "not-a-mapping"],
+)
+def test_bad_config_file_is_one_line_and_exit_3(hermes_home, text, message):
+    path = hermes_home / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    for args in (["config", "show"], ["config", "show", "--json"]):
+        result = run(*args)
+        assert result.exit_code == 3
+        assert result.stdout == ""
+        assert result.stderr == "error: " + message.format(path=path) + "\n"
+        assert isinstance(result.exception, SystemExit)
+
+
+def test_missing_config_option_file(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    result = run("config", "show", "--config", str(missing))
+    assert result.exit_code == 3
+    assert result.stderr == (
+        f"error: config file {missing} does not exist: create it with "
+        "'hermes-context config init' or pass another path\n"
+    )
+
+
+# --- path -------------------------------------------------------------------
+
+
+def test_path(hermes_home, tmp_path):
+    result = run("config", "path")
+    assert (result.exit_code, result.stdout) == (0, f"{hermes_home}/config.yaml\n")
+    # It does not need the file, or the folder, to exist.
+    other = tmp_path / "not-yet"
+    result = run("config", "path", "--home", str(other))
+    assert (result.exit_code, result.stdout) == (0, f"{other}/config.yaml\n")
+    assert not other.exists()
+
+
+# --- init -------------------------------------------------------------------
+
+
+def test_init_creates_the_file(hermes_home):
+    target = hermes_home / "config.yaml"
+    result = run("config", "init")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, f"wrote {target}\n", "")
+    assert target.read_text(encoding="utf-8") == DEFAULT_CONFIG_YAML
+    # No temp file left behind.
+    assert sorted(p.name for p in hermes_home.iterdir()) == ["config.yaml"]
+    # The new file is read by show, and holds only defaults.
+    shown = run("config", "show")
+    assert shown.stdout == DEFAULT_SHOW.format(home=hermes_home, path=target)
+
+
+def test_init_refuses_to_overwrite(hermes_home):
+    target = hermes_home / "config.yaml"
+    target.write_text("compression:\n  threshold: 0.6\n", encoding="utf-8")
+    result = run("config", "init")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == f"error: {target} already exists; pass --force to overwrite it\n"
+    assert target.read_text(encoding="utf-8") == "compression:\n  threshold: 0.6\n"
+
+
+def test_init_force_overwrites(hermes_home):
+    target = hermes_home / "config.yaml"
+    target.write_text("compression:\n  threshold: 0.6\n", encoding="utf-8")
+    result = run("config", "init", "--force")
+    assert (result.exit_code, result.stdout) == (0, f"wrote {target}\n")
+    assert target.read_text(encoding="utf-8") == DEFAULT_CONFIG_YAML
+    assert sorted(p.name for p in hermes_home.iterdir()) == ["config.yaml"]
+
+
+def test_init_creates_a_missing_home(tmp_path):
+    home = tmp_path / "a" / "b"
+    result = run("config", "init", "--home", str(home))
+    assert (result.exit_code, result.stdout) == (0, f"wrote {home}/config.yaml\n")
+    assert (home / "config.yaml").read_text(encoding="utf-8") == DEFAULT_CONFIG_YAML
+
+
+# --- the installed script ---------------------------------------------------
+
+
+def test_installed_script(tmp_path):
+    script = installed_script()
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_CONTEXT_")}
+    env["HERMES_HOME"] = str(home)
+
+    def sh(*args):
+        return subprocess.run([script, *args], env=env, capture_output=True, text=True, timeout=30)
+
+    done = sh("config", "path")
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{home}/config.yaml\n", "")
+
+    done = sh("config", "init")
+    assert (done.returncode, done.stdout) == (0, f"wrote {home}/config.yaml\n")
+    done = sh("config", "init")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert (
+        done.stderr == f"error: {home}/config.yaml already exists; pass --force to overwrite it\n"
+    )
+
+    (home / "config.yaml").write_text("compression:\n  enabled: [\n", encoding="utf-8")
+    done = sh("config", "show")
+    assert (done.returncode, done.stdout) == (3, "")
+    assert done.stderr == (
+        f"error: config file {home}/config.yaml is not valid YAML at line 3: fix the syntax\n"
+    )
+
+
+def test_show_with_an_unknown_key_warns_and_succeeds(hermes_home):
+    (hermes_home / "config.yaml").write_text("compression:\n  shiny: 1\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match="unknown config key 'compression.shiny' is ignored"):
+        result = run("config", "show")
+    assert result.exit_code == 0
+    assert "  threshold: 0.5\n" in result.stdout

@@ -1,0 +1,147 @@
+"""The entry format and the pure operations on entry lists."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hermes_context.memory.entries import (
+    ENTRY_DELIMITER,
+    EntryError,
+    Operation,
+    apply_operations,
+    clean_content,
+    find_entry,
+    parse_entries,
+    parse_operation,
+    render_entries,
+    usage,
+)
+
+# Entry text as the store keeps it: stripped, non-empty, no delimiter line.
+_entry = (
+    st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40)
+    .map(str.strip)
+    .filter(lambda t: t and not any(line.strip() == "§" for line in t.splitlines()))
+)
+
+
+@given(st.lists(_entry, max_size=12))
+def test_render_then_parse_round_trips(entries):
+    assert parse_entries(render_entries(entries)) == entries
+
+
+@given(st.lists(_entry, max_size=12))
+def test_usage_is_the_length_of_the_file_text(entries):
+    assert usage(entries) == len(render_entries(entries))
+
+
+@given(st.lists(_entry, max_size=8), _entry)
+def test_add_never_duplicates(entries, new):
+    once = apply_operations(entries, [Operation("add", content=new)])
+    twice = apply_operations(once, [Operation("add", content=new)])
+    assert once == twice
+    assert once.count(new) == 1 or entries.count(new) > 1
+
+
+@given(st.lists(_entry, min_size=1, max_size=8, unique=True), st.data())
+def test_remove_by_whole_entry_removes_exactly_that_entry(entries, data):
+    victim = data.draw(st.sampled_from(entries))
+    result = apply_operations(entries, [Operation("remove", old_text=victim)])
+    assert result == [e for e in entries if e != victim]
+    assert entries == parse_entries(render_entries(entries))  # input untouched
+
+
+def test_parse_strips_entries_and_drops_empty_ones():
+    text = "  first  \n§\n\n§\nsecond\nline two\n§\n"
+    assert parse_entries(text) == ["first", "second\nline two"]
+
+
+def test_delimiter_is_a_line_holding_only_the_section_sign():
+    assert ENTRY_DELIMITER == "\n§\n"
+    assert parse_entries("a § b") == ["a § b"]
+
+
+@pytest.mark.parametrize(
+    ("entries", "old_text", "index"),
+    [
+        (["alpha", "alphabet"], "alpha", 0),  # whole entry wins over substring
+        (["uses pytest", "uses ruff"], "pytest", 0),
+        (["x", "same", "same"], "sam", 1),  # identical entries count as one match
+        (["  padded"], "padded", 0),
+    ],
+)
+def test_find_entry(entries, old_text, index):
+    assert find_entry([e.strip() for e in entries], old_text) == index
+
+
+@pytest.mark.parametrize(
+    ("entries", "old_text", "reason", "fragment"),
+    [
+        (["uses pytest", "uses ruff"], "uses", "multiple_matches", "Multiple entries matched"),
+        (["uses pytest"], "mypy", "no_match", "No entry matched 'mypy'"),
+        (["uses pytest"], "   ", "invalid", "'old_text' must be non-empty"),
+        (["uses pytest"], None, "invalid", "'old_text' must be non-empty"),
+    ],
+)
+def test_find_entry_failures(entries, old_text, reason, fragment):
+    with pytest.raises(EntryError) as info:
+        find_entry(entries, old_text)
+    assert info.value.reason == reason
+    assert fragment in str(info.value)
+
+
+def test_replace_with_an_existing_entry_merges_them():
+    result = apply_operations(["a", "b"], [Operation("replace", old_text="a", content="b")])
+    assert result == ["b"]
+
+
+def test_batch_failure_names_the_operation():
+    ops = [Operation("add", content="c"), Operation("remove", old_text="zzz")]
+    with pytest.raises(EntryError) as info:
+        apply_operations(["a"], ops)
+    assert info.value.data["operation_index"] == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "'content' must be non-empty text."),
+        (None, "'content' must be non-empty text."),
+        ("one\n§\ntwo", "must not contain a line holding only '§'"),
+        ("one\n  §  \ntwo", "must not contain a line holding only '§'"),
+    ],
+)
+def test_clean_content_refuses(content, message):
+    with pytest.raises(EntryError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        clean_content(content)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({"action": "add", "content": " x "}, Operation("add", content="x")),
+        ({"action": "remove", "old_text": "x"}, Operation("remove", old_text="x")),
+        (
+            {"action": "replace", "old_text": "x", "content": "y"},
+            Operation("replace", old_text="x", content="y"),
+        ),
+    ],
+)
+def test_parse_operation(raw, expected):
+    assert parse_operation(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("add", "operations[2]: each operation must be an object."),
+        ({"action": "delete"}, "operations[2]: 'action' must be one of add, replace, remove"),
+        ({"action": "replace", "content": "y"}, "operations[2]: 'old_text' must be non-empty"),
+    ],
+)
+def test_parse_operation_errors_name_the_index(raw, message):
+    with pytest.raises(EntryError) as info:
+        parse_operation(raw, index=2)
+    assert str(info.value).startswith(message)
