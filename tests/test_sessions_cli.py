@@ -12,7 +12,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from hermes_context import CompressionResult, SessionDB
+from hermes_context import CompressionResult
 from hermes_context.cli.main import cli
 
 SUBCOMMANDS = ["list", "show", "search", "recall", "export", "import", "delete", "reindex"]
@@ -29,13 +29,6 @@ def run(hermes_home, monkeypatch):
     return invoke
 
 
-@pytest.fixture
-def db(hermes_home):
-    store = SessionDB(hermes_home / "state.db")
-    yield store
-    store.close()
-
-
 MESSAGES = [
     {"role": "user", "content": "Why does the echidna test fail?"},
     {"role": "assistant", "content": "Let me look.", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "pytest -k echidna"}'}}]},
@@ -43,9 +36,9 @@ MESSAGES = [
 ]  # fmt: skip
 
 
-def _stored(db, sid="s1", title="spiky"):
-    db.create_session(sid, title=title, source="cli", model="m")
-    return db.append_messages(sid, MESSAGES)
+def _stored(session_db, sid="s1", title="spiky"):
+    session_db.create_session(sid, title=title, source="cli", model="m")
+    return session_db.append_messages(sid, MESSAGES)
 
 
 def _when(ts):
@@ -65,17 +58,17 @@ def test_group_help_lists_subcommands(run):
         assert f"  {sub} " in out
 
 
-def test_list_empty_and_json(run, db):
+def test_list_empty_and_json(run, session_db):
     assert run("list").output == "no sessions\n"
     assert run("list", "--json").output == "[]\n"
-    _stored(db)
+    _stored(session_db)
     rows = json.loads(run("list", "--json").output)
-    assert rows == json.loads(json.dumps(db.list_sessions(), default=str))
+    assert rows == json.loads(json.dumps(session_db.list_sessions(), default=str))
 
 
-def test_list_table_exact(run, db):
-    _stored(db)
-    started = _when(db.get_session("s1")["started_at"])
+def test_list_table_exact(run, session_db):
+    _stored(session_db)
+    started = _when(session_db.get_session("s1")["started_at"])
     assert run("list").output == (
         "┏━━━━┳━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━┓\n"
         "┃ id ┃ title ┃ source ┃ started          ┃ messages ┃ ended ┃\n"
@@ -85,8 +78,8 @@ def test_list_table_exact(run, db):
     )
 
 
-def test_show_json_and_table(run, db):
-    ids = _stored(db)
+def test_show_json_and_table(run, session_db):
+    ids = _stored(session_db)
     data = json.loads(run("show", "s1", "--json").output)
     assert data["session"]["id"] == "s1"
     assert [r["message"] for r in data["messages"]] == MESSAGES
@@ -95,7 +88,7 @@ def test_show_json_and_table(run, db):
     assert out[0] == "session s1  spiky"
     assert (
         out[1]
-        == f"source cli · started {_when(db.get_session('s1')['started_at'])} · 3 messages, 0 compactions"
+        == f"source cli · started {_when(session_db.get_session('s1')['started_at'])} · 3 messages, 0 compactions"
     )
     assert f"│ {ids[2]}  │ tool bash │       │ 1 failed: echidna spines" in "\n".join(out)
 
@@ -109,8 +102,8 @@ def test_missing_session_exit_code_and_one_line_error(run):
     )
 
 
-def test_search_outputs(run, db):
-    ids = _stored(db)
+def test_search_outputs(run, session_db):
+    ids = _stored(session_db)
     assert run("search", "platypus").output == "no matches\n"
     hits = json.loads(run("search", "echidna", "--json").output)
     assert [h["message_id"] for h in hits] == [ids[0], ids[2], ids[1]] or sorted(
@@ -121,8 +114,8 @@ def test_search_outputs(run, db):
     assert f"│ s1      │ {ids[2]}       │ tool │ 1 failed: echidna spines │" in table
 
 
-def test_malformed_raw_search_is_a_usage_error(run, db):
-    _stored(db)
+def test_malformed_raw_search_is_a_usage_error(run, session_db):
+    _stored(session_db)
     result = run("search", "echidna AND", "--raw")
     assert result.exit_code == 2
     assert result.output == (
@@ -132,8 +125,8 @@ def test_malformed_raw_search_is_a_usage_error(run, db):
     assert run("search", "echidna AND").exit_code == 0
 
 
-def test_recall_prints_originals(run, db):
-    ids = _stored(db)
+def test_recall_prints_originals(run, session_db):
+    ids = _stored(session_db)
     summary = {
         "role": "user",
         "content": "summary of the echidna hunt",
@@ -143,8 +136,8 @@ def test_recall_prints_originals(run, db):
         messages=[summary, MESSAGES[2]], tokens_before=10, tokens_after=5, dropped=2,
         lineage=[[0, 1], [2]],
     )  # fmt: skip
-    db.persist_compression("s1", MESSAGES, result)
-    summary_id = next(r["id"] for r in db.get_message_records("s1") if r["is_summary"])
+    session_db.persist_compression("s1", MESSAGES, result)
+    summary_id = next(r["id"] for r in session_db.get_message_records("s1") if r["is_summary"])
     out = run("recall", "s1", str(summary_id)).output
     assert out == (
         f"--- #{ids[0]} user\nWhy does the echidna test fail?\n"
@@ -157,8 +150,8 @@ def test_recall_prints_originals(run, db):
     assert "nothing to recall" in bad.output
 
 
-def test_export_jsonl_import_round_trip(run, db, tmp_path):
-    _stored(db)
+def test_export_jsonl_import_round_trip(run, session_db, tmp_path):
+    _stored(session_db)
     exported = run("export", "s1").output
     assert exported == "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in MESSAGES)
     path = tmp_path / "copy.jsonl"
@@ -166,13 +159,13 @@ def test_export_jsonl_import_round_trip(run, db, tmp_path):
     assert result.output == f"wrote 3 messages to {path}\n"
     imported = json.loads(run("import", str(path), "--json").output)
     assert imported["messages"] == 3
-    assert db.get_messages(imported["session_id"]) == MESSAGES
-    assert db.get_session(imported["session_id"])["title"] == "copy"
+    assert session_db.get_messages(imported["session_id"]) == MESSAGES
+    assert session_db.get_session(imported["session_id"])["title"] == "copy"
 
 
-def test_export_markdown_exact(run, db):
-    ids = _stored(db)
-    started = _when(db.get_session("s1")["started_at"])
+def test_export_markdown_exact(run, session_db):
+    ids = _stored(session_db)
+    started = _when(session_db.get_session("s1")["started_at"])
     assert run("export", "s1", "--format", "md").output == (
         f"# spiky (s1)\nsource: cli · model: m · started: {started} UTC\n"
         f"\n## user #{ids[0]}\n\nWhy does the echidna test fail?\n"
@@ -182,13 +175,13 @@ def test_export_markdown_exact(run, db):
     )
 
 
-def test_import_json_list_with_title_and_plain_output(run, db, tmp_path):
+def test_import_json_list_with_title_and_plain_output(run, session_db, tmp_path):
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"messages": MESSAGES}), encoding="utf-8")
     out = run("import", str(path), "--title", "T", "--user", "ann").output
     sid = out.removeprefix("imported 3 messages into session ").strip()
     assert out == f"imported 3 messages into session {sid}\n"
-    session = db.get_session(sid)
+    session = session_db.get_session(sid)
     assert (session["title"], session["user_id"], session["source"]) == ("T", "ann", "import")
 
 
@@ -201,32 +194,32 @@ def test_import_json_list_with_title_and_plain_output(run, db, tmp_path):
         ("bad.json", '{"role": "user"}', 'expected a list of messages or {"messages": [...]}'),
     ],
 )  # fmt: skip
-def test_import_bad_file_names_file_and_line(run, db, tmp_path, name, text, error):
+def test_import_bad_file_names_file_and_line(run, session_db, tmp_path, name, text, error):
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     result = run("import", str(path))
     assert result.exit_code == 2
     assert result.output.startswith(f"error: {path}: {error}")
     assert result.output.count("\n") == 1
-    assert db.list_sessions() == []
+    assert session_db.list_sessions() == []
 
 
-def test_delete_confirms(run, db):
-    _stored(db)
+def test_delete_confirms(run, session_db):
+    _stored(session_db)
     declined = run("delete", "s1", input="n\n")
     assert declined.exit_code == 1
-    assert db.get_session("s1") is not None
+    assert session_db.get_session("s1") is not None
     accepted = run("delete", "s1", input="y\n")
     assert (
         accepted.output
         == "delete session s1 (3 messages)? [y/N]: y\ndeleted session s1 (3 messages)\n"
     )
-    assert db.get_session("s1") is None
+    assert session_db.get_session("s1") is None
 
 
-def test_delete_parent_needs_cascade(run, db):
-    _stored(db, "p")
-    db.create_session("c", parent_session_id="p")
+def test_delete_parent_needs_cascade(run, session_db):
+    _stored(session_db, "p")
+    session_db.create_session("c", parent_session_id="p")
     refused = run("delete", "p", "--yes")
     assert refused.exit_code == 6
     assert refused.output == (
@@ -236,10 +229,10 @@ def test_delete_parent_needs_cascade(run, db):
     assert run("delete", "p", "--yes", "--cascade").output == "deleted session p (3 messages)\n"
 
 
-def test_reindex(run, db):
-    _stored(db)
+def test_reindex(run, session_db):
+    _stored(session_db)
     assert run("reindex").output == "reindexed 3 messages\n"
-    assert len(db.search("echidna", limit=5)) == 3
+    assert len(session_db.search("echidna", limit=5)) == 3
 
 
 def test_not_a_database_is_a_store_error(run, hermes_home):
@@ -250,8 +243,8 @@ def test_not_a_database_is_a_store_error(run, hermes_home):
     assert (hermes_home / "state.db").read_text(encoding="utf-8") == "hello"
 
 
-def test_installed_console_script(hermes_home, db):
-    _stored(db)
+def test_installed_console_script(hermes_home, session_db):
+    _stored(session_db)
     exe = shutil.which("hermes-context", path=os.path.dirname(sys.executable))
     if exe is None:
         pytest.skip("hermes-context is not installed next to this interpreter")

@@ -13,20 +13,12 @@ from hermes_context import (
     CompressionResult,
     ContextCompressor,
     InvalidMessagesError,
-    SessionDB,
     StoreError,
 )
 from hermes_context.sessions import attach_compressor, compress_session
 from hermes_context.synthetic import generate_transcript
 
 TRAJECTORIES = Path(__file__).parents[2] / "shared/data/trajectories"
-
-
-@pytest.fixture
-def db(tmp_path):
-    store = SessionDB(tmp_path / "state.db")
-    yield store
-    store.close()
 
 
 def _call(cid, name="bash", args='{"command": "pytest -q"}'):
@@ -72,38 +64,39 @@ def _result(**overrides):
     return CompressionResult(**fields)
 
 
-def _stored(db, session_id, title="quokka"):
-    sid = db.create_session(session_id, title=title, user_id="u1", model="m")
-    db.append_messages(sid, BEFORE)
+def _stored(session_db, session_id, title="quokka"):
+    sid = session_db.create_session(session_id, title=title, user_id="u1", model="m")
+    session_db.append_messages(sid, BEFORE)
     return sid
 
 
-def _dump(db):
-    conn = db._conn()
+def _dump(session_db):
+    conn = session_db._conn()
     return list(conn.iterdump())
 
 
-def test_in_place_keeps_originals_compacted(db):
-    sid = _stored(db, "s")
+def test_in_place_keeps_originals_compacted(session_db):
+    sid = _stored(session_db, "s")
     result = _result()
-    assert db.persist_compression(sid, BEFORE, result) == sid
-    assert db.get_messages(sid) == result.messages
-    everything = db.get_messages(sid, include_compacted=True)
+    assert session_db.persist_compression(sid, BEFORE, result) == sid
+    assert session_db.get_messages(sid) == result.messages
+    everything = session_db.get_messages(sid, include_compacted=True)
     assert everything[: len(BEFORE)] == BEFORE  # never deleted, in write order
     assert everything[len(BEFORE) :] == [SUMMARY, PRUNED]
     flags = [
-        (r["active"], r["compacted"]) for r in db.get_message_records(sid, include_compacted=True)
+        (r["active"], r["compacted"])
+        for r in session_db.get_message_records(sid, include_compacted=True)
     ]
     replaced = {1, 2, 3, 5}
     assert flags[: len(BEFORE)] == [
         (False, True) if i in replaced else (True, False) for i in range(len(BEFORE))
     ]
     assert flags[len(BEFORE) :] == [(True, False), (True, False)]
-    session = db.get_session(sid)
+    session = session_db.get_session(sid)
     assert (session["message_count"], session["compression_count"]) == (6, 1)
     assert session["tool_call_count"] == 1  # only the kept c2 call is live
     assert session["compressor_state"] == STATE
-    [compaction] = db.list_compactions(sid)
+    [compaction] = session_db.list_compactions(sid)
     assert (compaction["mode"], compaction["tokens_before"], compaction["dropped"]) == (
         "in_place",
         900,
@@ -111,59 +104,61 @@ def test_in_place_keeps_originals_compacted(db):
     )
 
 
-def test_recall_returns_originals_in_order(db):
-    sid = _stored(db, "s")
-    db.persist_compression(sid, BEFORE, _result())
-    live = db.get_message_records(sid)
+def test_recall_returns_originals_in_order(session_db):
+    sid = _stored(session_db, "s")
+    session_db.persist_compression(sid, BEFORE, _result())
+    live = session_db.get_message_records(sid)
     summary_id = next(r["id"] for r in live if r["is_summary"])
     pruned_id = next(r["id"] for r in live if r["message"] == PRUNED)
-    assert db.recall(sid, summary_id) == BEFORE[1:4]
-    assert db.recall(sid, pruned_id) == [BEFORE[5]]
+    assert session_db.recall(sid, summary_id) == BEFORE[1:4]
+    assert session_db.recall(sid, pruned_id) == [BEFORE[5]]
     kept_id = live[0]["id"]
     with pytest.raises(StoreError, match="nothing to recall"):
-        db.recall(sid, kept_id)
+        session_db.recall(sid, kept_id)
     with pytest.raises(StoreError, match=f"message {summary_id} not found in session 'other'"):
-        db.create_session("other")
-        db.recall("other", summary_id)
+        session_db.create_session("other")
+        session_db.recall("other", summary_id)
 
 
-def test_search_finds_compacted_originals_marked(db):
-    sid = _stored(db, "s")
-    db.persist_compression(sid, BEFORE, _result())
-    hits = db.search("wallaby")
+def test_search_finds_compacted_originals_marked(session_db):
+    sid = _stored(session_db, "s")
+    session_db.persist_compression(sid, BEFORE, _result())
+    hits = session_db.search("wallaby")
     assert [(h["session_id"], h["compacted"], h["active"]) for h in hits] == [(sid, True, False)]
-    hits = db.search("quokka", limit=10)
+    hits = session_db.search("quokka", limit=10)
     assert {(h["is_summary"], h["compacted"]) for h in hits} == {(True, False), (False, True)}
 
 
-def test_rotation_carries_on_in_a_child(db):
-    sid = _stored(db, "parent")
+def test_rotation_carries_on_in_a_child(session_db):
+    sid = _stored(session_db, "parent")
     result = _result()
-    child = db.persist_compression(sid, BEFORE, result, in_place=False)
+    child = session_db.persist_compression(sid, BEFORE, result, in_place=False)
     assert child != sid
-    parent = db.get_session(sid)
+    parent = session_db.get_session(sid)
     assert parent["end_reason"] == "compression" and parent["ended_at"] is not None
-    c = db.get_session(child)
+    c = session_db.get_session(child)
     assert (c["parent_session_id"], c["root_session_id"], c["title"], c["user_id"], c["model"]) == (
         sid, sid, "quokka", "u1", "m",
     )  # fmt: skip
-    assert db.get_messages(child) == result.messages
-    assert db.get_messages(sid) == BEFORE  # the parent stays whole, as an audit trail
-    assert [r["compacted"] for r in db.get_message_records(sid)] == [
+    assert session_db.get_messages(child) == result.messages
+    assert session_db.get_messages(sid) == BEFORE  # the parent stays whole, as an audit trail
+    assert [r["compacted"] for r in session_db.get_message_records(sid)] == [
         i in {1, 2, 3, 5} for i in range(len(BEFORE))
     ]
     assert (c["compressor_state"], c["compression_count"], c["message_count"]) == (STATE, 1, 6)
-    summary_id = next(r["id"] for r in db.get_message_records(child) if r["is_summary"])
-    assert db.recall(child, summary_id) == BEFORE[1:4]
-    [compaction] = db.list_compactions(sid)
+    summary_id = next(r["id"] for r in session_db.get_message_records(child) if r["is_summary"])
+    assert session_db.recall(child, summary_id) == BEFORE[1:4]
+    [compaction] = session_db.list_compactions(sid)
     assert (compaction["mode"], compaction["child_session_id"]) == ("rotate", child)
 
 
-def test_rotated_child_keeps_parents_state_when_result_has_none(db):
-    sid = _stored(db, "p")
-    db.save_compressor_state(sid, STATE)
-    child = db.persist_compression(sid, BEFORE, _result(compressor_state=None), in_place=False)
-    assert db.get_compressor_state(child) == STATE
+def test_rotated_child_keeps_parents_state_when_result_has_none(session_db):
+    sid = _stored(session_db, "p")
+    session_db.save_compressor_state(sid, STATE)
+    child = session_db.persist_compression(
+        sid, BEFORE, _result(compressor_state=None), in_place=False
+    )
+    assert session_db.get_compressor_state(child) == STATE
 
 
 @pytest.mark.parametrize(
@@ -184,47 +179,49 @@ def test_rotated_child_keeps_parents_state_when_result_has_none(db):
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("in_place", [True, False])
-def test_failure_in_the_middle_leaves_database_as_it_was(db, overrides, error, match, in_place):
-    sid = _stored(db, "s")
-    before_dump = _dump(db)
+def test_failure_in_the_middle_leaves_database_as_it_was(
+    session_db, overrides, error, match, in_place
+):
+    sid = _stored(session_db, "s")
+    before_dump = _dump(session_db)
     with pytest.raises(error, match=match):
-        db.persist_compression(sid, BEFORE, _result(**overrides), in_place=in_place)
-    assert _dump(db) == before_dump
+        session_db.persist_compression(sid, BEFORE, _result(**overrides), in_place=in_place)
+    assert _dump(session_db) == before_dump
 
 
-def test_before_must_match_stored_messages(db):
-    sid = _stored(db, "s")
+def test_before_must_match_stored_messages(session_db):
+    sid = _stored(session_db, "s")
     changed = [dict(m) for m in BEFORE]
     changed[2]["content"] = "edited"
     with pytest.raises(StoreError, match="'before' message 2 differs"):
-        db.persist_compression(sid, changed, _result())
+        session_db.persist_compression(sid, changed, _result())
     with pytest.raises(StoreError, match="holds 8 live messages but 'before' has 3"):
-        db.persist_compression(sid, BEFORE[:3], _result())
+        session_db.persist_compression(sid, BEFORE[:3], _result())
 
 
-def test_unsaved_tail_of_before_is_stored_first(db):
-    sid = db.create_session("s")
-    db.append_messages(sid, BEFORE[:5])
-    db.persist_compression(sid, BEFORE, _result())
-    assert db.get_messages(sid) == _result().messages
-    assert db.get_messages(sid, include_compacted=True)[: len(BEFORE)] == BEFORE
+def test_unsaved_tail_of_before_is_stored_first(session_db):
+    sid = session_db.create_session("s")
+    session_db.append_messages(sid, BEFORE[:5])
+    session_db.persist_compression(sid, BEFORE, _result())
+    assert session_db.get_messages(sid) == _result().messages
+    assert session_db.get_messages(sid, include_compacted=True)[: len(BEFORE)] == BEFORE
 
 
-def test_aborted_result_changes_no_message_but_saves_state(db):
-    sid = _stored(db, "s")
+def test_aborted_result_changes_no_message_but_saves_state(session_db):
+    sid = _stored(session_db, "s")
     aborted = _result(messages=list(BEFORE), lineage=[], aborted=True, error="401")
-    assert db.persist_compression(sid, BEFORE, aborted, in_place=False) == sid
-    assert db.get_messages(sid, include_compacted=True) == BEFORE
-    session = db.get_session(sid)
+    assert session_db.persist_compression(sid, BEFORE, aborted, in_place=False) == sid
+    assert session_db.get_messages(sid, include_compacted=True) == BEFORE
+    session = session_db.get_session(sid)
     assert (session["end_reason"], session["compression_count"]) == (None, 0)
     assert session["compressor_state"] == STATE
 
 
-def test_second_compaction_deep_recall_reaches_first_originals(db):
-    sid = _stored(db, "s")
+def test_second_compaction_deep_recall_reaches_first_originals(session_db):
+    sid = _stored(session_db, "s")
     first = _result()
-    db.persist_compression(sid, BEFORE, first)
-    live = db.get_messages(sid)
+    session_db.persist_compression(sid, BEFORE, first)
+    live = session_db.get_messages(sid)
     summary2 = {**SUMMARY, "content": "[CONTEXT SUMMARY] second"}
     second = _result(
         messages=[live[0], summary2, live[5]],
@@ -232,12 +229,12 @@ def test_second_compaction_deep_recall_reaches_first_originals(db):
         tokens_before=120,
         tokens_after=60,
     )
-    db.persist_compression(sid, live, second)
-    assert db.get_messages(sid) == [BEFORE[0], summary2, BEFORE[7]]
-    s2 = next(r["id"] for r in db.get_message_records(sid) if r["is_summary"])
-    assert db.recall(sid, s2) == [SUMMARY, BEFORE[4], PRUNED, BEFORE[6]]
-    assert db.recall(sid, s2, deep=True) == BEFORE[1:7]
-    assert db.get_session(sid)["compression_count"] == 2
+    session_db.persist_compression(sid, live, second)
+    assert session_db.get_messages(sid) == [BEFORE[0], summary2, BEFORE[7]]
+    s2 = next(r["id"] for r in session_db.get_message_records(sid) if r["is_summary"])
+    assert session_db.recall(sid, s2) == [SUMMARY, BEFORE[4], PRUNED, BEFORE[6]]
+    assert session_db.recall(sid, s2, deep=True) == BEFORE[1:7]
+    assert session_db.get_session(sid)["compression_count"] == 2
 
 
 class FakeCompressor:
@@ -259,34 +256,35 @@ class FakeCompressor:
         return self.result
 
 
-def test_compress_session_restores_state_then_saves_it(db):
-    sid = _stored(db, "s")
-    db.save_compressor_state(sid, {"strikes": 1, "cooldown_until": 1.9e9})
+def test_compress_session_restores_state_then_saves_it(session_db):
+    sid = _stored(session_db, "s")
+    session_db.save_compressor_state(sid, {"strikes": 1, "cooldown_until": 1.9e9})
     fake = FakeCompressor(_result(compressor_state=None))
     fake.state = {"strikes": 9}
-    carried, result = compress_session(db, sid, fake, force=True, focus="tests")
+    carried, result = compress_session(session_db, sid, fake, force=True, focus="tests")
     assert carried == sid
     [(messages, force, focus, state_seen)] = fake.calls
     assert (messages, force, focus) == (BEFORE, True, "tests")
     assert state_seen == {"strikes": 1, "cooldown_until": 1.9e9}
-    assert db.get_compressor_state(sid) == fake.get_state()
-    assert result.messages == db.get_messages(sid)
+    assert session_db.get_compressor_state(sid) == fake.get_state()
+    assert result.messages == session_db.get_messages(sid)
 
 
-def test_attach_compressor_without_stored_state(db):
-    sid = db.create_session()
+def test_attach_compressor_without_stored_state(session_db):
+    sid = session_db.create_session()
     fake = FakeCompressor(None)
-    assert attach_compressor(db, sid, fake) is False
+    assert attach_compressor(session_db, sid, fake) is False
     assert fake.state == {"strikes": 0}
 
 
-def _check_lossless(db, sid, original):
+def _check_lossless(session_db, sid, original):
     """Every original is either live or recallable through a live summary/stand-in."""
     recovered = set()
-    for record in db.get_message_records(sid):
+    for record in session_db.get_message_records(sid):
         if record["is_summary"] or record["message"] not in original:
             recovered.update(
-                json.dumps(m, sort_keys=True) for m in db.recall(sid, record["id"], deep=True)
+                json.dumps(m, sort_keys=True)
+                for m in session_db.recall(sid, record["id"], deep=True)
             )
         else:
             recovered.add(json.dumps(record["message"], sort_keys=True))
@@ -294,41 +292,41 @@ def _check_lossless(db, sid, original):
 
 
 @pytest.mark.parametrize("in_place", [True, False])
-def test_end_to_end_with_context_compressor(db, in_place):
+def test_end_to_end_with_context_compressor(session_db, in_place):
     original = generate_transcript(160, seed=7)
-    sid = db.create_session(title="synthetic")
-    db.append_messages(sid, original)
+    sid = session_db.create_session(title="synthetic")
+    session_db.append_messages(sid, original)
     compressor = ContextCompressor(context_length=16_000)
-    carried, result = compress_session(db, sid, compressor, in_place=in_place, force=True)
+    carried, result = compress_session(session_db, sid, compressor, in_place=in_place, force=True)
     assert result.dropped > 0 and not result.aborted
     assert (carried == sid) is in_place
-    assert db.get_messages(carried) == result.messages
-    assert sum(1 for m in db.get_messages(carried) if m.get("_compressed_summary")) == 1
-    _check_lossless(db, carried, original)
-    hits = db.search("KeyError", limit=10, exclude_session_id=carried)
+    assert session_db.get_messages(carried) == result.messages
+    assert sum(1 for m in session_db.get_messages(carried) if m.get("_compressed_summary")) == 1
+    _check_lossless(session_db, carried, original)
+    hits = session_db.search("KeyError", limit=10, exclude_session_id=carried)
     assert hits and all(h["compacted"] for h in hits)
     # A new compressor attached to the session picks up where the first one stopped.
     fresh = ContextCompressor(context_length=16_000)
-    assert db.attach_compressor(carried, fresh) is True
+    assert session_db.attach_compressor(carried, fresh) is True
     assert fresh.get_state() == compressor.get_state()
     assert fresh.compression_count == 1
 
 
-def test_end_to_end_twice_on_real_transcript(db):
+def test_end_to_end_twice_on_real_transcript(session_db):
     files = sorted(TRAJECTORIES.glob("*.messages.json"))
     if not files:
         pytest.skip(f"no agent transcripts in {TRAJECTORIES}")
     original = json.loads(files[0].read_text(encoding="utf-8"))
-    sid = db.import_session(original, title=files[0].stem)
+    sid = session_db.import_session(original, title=files[0].stem)
     compressor = ContextCompressor(context_length=12_000, protect_last_n=8)
     for _ in range(2):
-        sid, result = compress_session(db, sid, compressor, force=True)
+        sid, result = compress_session(session_db, sid, compressor, force=True)
         assert not result.aborted
-    assert db.get_messages(sid) == result.messages
-    assert db.get_messages(sid, include_compacted=True)[: len(original)] == original
-    _check_lossless(db, sid, original)
-    assert db.get_session(sid)["compression_count"] == 2
-    assert db.get_compressor_state(sid) == compressor.get_state()
+    assert session_db.get_messages(sid) == result.messages
+    assert session_db.get_messages(sid, include_compacted=True)[: len(original)] == original
+    _check_lossless(session_db, sid, original)
+    assert session_db.get_session(sid)["compression_count"] == 2
+    assert session_db.get_compressor_state(sid) == compressor.get_state()
 
 
 @st.composite
@@ -369,21 +367,22 @@ def _planned_result(before, start, end, pruned):
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(plan=compaction_plans(), in_place=st.booleans())
-def test_any_plan_persists_losslessly(db, plan, in_place):
+def test_any_plan_persists_losslessly(session_db, plan, in_place):
     before, start, end, pruned = plan
-    sid = db.create_session()
-    db.append_messages(sid, before)
+    sid = session_db.create_session()
+    session_db.append_messages(sid, before)
     result = _planned_result(before, start, end, pruned)
-    carried = db.persist_compression(sid, before, result, in_place=in_place)
-    assert db.get_messages(carried) == result.messages
-    assert db.get_messages(sid, include_compacted=True)[: len(before)] == before
-    records = db.get_message_records(carried)
+    carried = session_db.persist_compression(sid, before, result, in_place=in_place)
+    assert session_db.get_messages(carried) == result.messages
+    assert session_db.get_messages(sid, include_compacted=True)[: len(before)] == before
+    records = session_db.get_message_records(carried)
     replaced = set(range(start, end)) | set(pruned)
     for record, span in zip(records, result.lineage, strict=True):
         if record["is_summary"] or record["message"]["content"] == "[pruned]":
-            assert db.recall(carried, record["id"]) == [before[i] for i in span]
+            assert session_db.recall(carried, record["id"]) == [before[i] for i in span]
     flags = [
-        r["compacted"] for r in db.get_message_records(sid, include_compacted=True)[: len(before)]
+        r["compacted"]
+        for r in session_db.get_message_records(sid, include_compacted=True)[: len(before)]
     ]
     assert flags == [i in replaced for i in range(len(before))]
-    assert db.get_session(carried)["message_count"] == len(result.messages)
+    assert session_db.get_session(carried)["message_count"] == len(result.messages)

@@ -7,18 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from hermes_context import SessionDB
 from hermes_context.sessions import SearchQueryError, hits
 from hermes_context.sessions.fts import quote_query, raw_query, search_text_for, segment_cjk
 
 TRAJECTORIES = Path(__file__).parents[2] / "shared/data/trajectories"
-
-
-@pytest.fixture
-def db(tmp_path):
-    store = SessionDB(tmp_path / "state.db")
-    yield store
-    store.close()
 
 
 @pytest.mark.parametrize(
@@ -116,59 +108,59 @@ CJK_CORPUS = [
         ("QUICK", 4),
     ],
 )
-def test_search_finds_cjk_words_and_stems_english(db, query, expected):
-    sid = db.create_session()
-    ids = db.append_messages(sid, [{"role": "user", "content": t} for t in CJK_CORPUS])
-    found = [h["message_id"] for h in db.search(query, limit=10)]
+def test_search_finds_cjk_words_and_stems_english(session_db, query, expected):
+    sid = session_db.create_session()
+    ids = session_db.append_messages(sid, [{"role": "user", "content": t} for t in CJK_CORPUS])
+    found = [h["message_id"] for h in session_db.search(query, limit=10)]
     assert found == ([] if expected is None else [ids[expected]])
 
 
-def test_all_words_first_then_any_word(db):
-    sid = db.create_session()
-    both, one = db.append_messages(
+def test_all_words_first_then_any_word(session_db):
+    sid = session_db.create_session()
+    both, one = session_db.append_messages(
         sid, [{"role": "user", "content": "alpha beta"}, {"role": "user", "content": "alpha only"}]
     )
-    assert [h["message_id"] for h in db.search("alpha beta", limit=5)] == [both]
+    assert [h["message_id"] for h in session_db.search("alpha beta", limit=5)] == [both]
     # No message has all three words: fall back to any word, best ranked first.
-    assert [h["message_id"] for h in db.search("alpha beta gamma", limit=5)] == [both, one]
+    assert [h["message_id"] for h in session_db.search("alpha beta gamma", limit=5)] == [both, one]
 
 
-def test_operators_in_user_text_are_literal(db):
-    sid = db.create_session()
-    db.append_messages(
+def test_operators_in_user_text_are_literal(session_db):
+    sid = session_db.create_session()
+    session_db.append_messages(
         sid,
         [
             {"role": "user", "content": "cats and dogs"},
             {"role": "user", "content": "cats NOT dogs, said the sign"},
         ],
     )
-    hits = db.search("cats NOT dogs", limit=5)
+    hits = session_db.search("cats NOT dogs", limit=5)
     assert [h["snippet"] for h in hits] == ["cats NOT dogs, said the sign"]
-    assert db.search('"unbalanced', limit=5) == []
-    assert db.search("*", limit=5) == []
+    assert session_db.search('"unbalanced', limit=5) == []
+    assert session_db.search("*", limit=5) == []
 
 
-def test_raw_mode_allows_fts_syntax(db):
-    sid = db.create_session()
-    a, b = db.append_messages(
+def test_raw_mode_allows_fts_syntax(session_db):
+    sid = session_db.create_session()
+    a, b = session_db.append_messages(
         sid,
         [{"role": "user", "content": "cats and dogs"}, {"role": "user", "content": "only cats"}],
     )
-    assert [h["message_id"] for h in db.search("cats NOT dogs", raw=True)] == [b]
-    assert {h["message_id"] for h in db.search("cat* OR nothing", raw=True)} == {a, b}
+    assert [h["message_id"] for h in session_db.search("cats NOT dogs", raw=True)] == [b]
+    assert {h["message_id"] for h in session_db.search("cat* OR nothing", raw=True)} == {a, b}
 
 
 @pytest.mark.parametrize("bad", ["foo AND", '"open', "col:value", "(a OR", "NEAR(a b"])
-def test_malformed_raw_query_is_a_clear_error(db, bad):
-    db.append_messages(db.create_session(), [{"role": "user", "content": "x"}])
+def test_malformed_raw_query_is_a_clear_error(session_db, bad):
+    session_db.append_messages(session_db.create_session(), [{"role": "user", "content": "x"}])
     with pytest.raises(SearchQueryError) as info:
-        db.search(bad, raw=True)
+        session_db.search(bad, raw=True)
     assert str(info.value).startswith(f"invalid search query {bad!r}: ")
     assert info.value.query == bad
 
 
-def test_tool_output_and_arguments_are_searchable(db):
-    sid = db.create_session()
+def test_tool_output_and_arguments_are_searchable(session_db):
+    sid = session_db.create_session()
     call = {
         "id": "c1",
         "type": "function",
@@ -177,51 +169,55 @@ def test_tool_output_and_arguments_are_searchable(db):
             "arguments": json.dumps({"command": "grep -rn frobnicate src/"}),
         },
     }
-    ids = db.append_messages(
+    ids = session_db.append_messages(
         sid,
         [
             {"role": "assistant", "content": "Looking.", "tool_calls": [call]},
             {"role": "tool", "tool_call_id": "c1", "content": "src/x.py:3: ZeroDivisionError in widget"},
         ],
     )  # fmt: skip
-    [hit] = db.search("frobnicate")
+    [hit] = session_db.search("frobnicate")
     assert hit["message_id"] == ids[0]
     assert "grep -rn frobnicate src/" in hit["snippet"]
-    [hit] = db.search("ZeroDivisionError")
+    [hit] = session_db.search("ZeroDivisionError")
     assert (hit["message_id"], hit["role"], hit["tool_name"]) == (ids[1], "tool", "bash")
 
 
-def test_snippet_is_centred_on_the_match(db):
-    sid = db.create_session()
+def test_snippet_is_centred_on_the_match(session_db):
+    sid = session_db.create_session()
     text = "lorem ipsum " * 50 + "the NEEDLE is here " + "dolor sit " * 50
-    db.append_messages(sid, [{"role": "user", "content": text}])
-    [hit] = db.search("needle")
+    session_db.append_messages(sid, [{"role": "user", "content": text}])
+    [hit] = session_db.search("needle")
     assert hit["snippet"].startswith("…") and hit["snippet"].endswith("…")
     assert "the NEEDLE is here" in hit["snippet"]
     assert len(hit["snippet"]) <= 202
 
 
-def test_search_scoped_by_user(db):
-    db.create_session("a", user_id="alice")
-    db.create_session("b", user_id="bob")
-    db.append_messages("a", [{"role": "user", "content": "secret plan alice"}])
-    db.append_messages("b", [{"role": "user", "content": "secret plan bob"}])
-    assert [h["session_id"] for h in db.search("secret", user_id="alice", limit=10)] == ["a"]
-    assert [h["session_id"] for h in db.search("secret", user_id="bob", limit=10)] == ["b"]
-    assert db.search("secret", user_id="carol") == []
-    assert {h["session_id"] for h in db.search("secret", limit=10)} == {"a", "b"}
+def test_search_scoped_by_user(session_db):
+    session_db.create_session("a", user_id="alice")
+    session_db.create_session("b", user_id="bob")
+    session_db.append_messages("a", [{"role": "user", "content": "secret plan alice"}])
+    session_db.append_messages("b", [{"role": "user", "content": "secret plan bob"}])
+    assert [h["session_id"] for h in session_db.search("secret", user_id="alice", limit=10)] == [
+        "a"
+    ]
+    assert [h["session_id"] for h in session_db.search("secret", user_id="bob", limit=10)] == ["b"]
+    assert session_db.search("secret", user_id="carol") == []
+    assert {h["session_id"] for h in session_db.search("secret", limit=10)} == {"a", "b"}
 
 
 @pytest.mark.parametrize("pool", [50, 299, 300, 500])
-def test_user_filter_reaches_past_the_first_pool(db, monkeypatch, pool):
+def test_user_filter_reaches_past_the_first_pool(session_db, monkeypatch, pool):
     monkeypatch.setattr(hits, "CANDIDATE_POOL", pool)
-    db.create_session("mine", user_id="alice")
-    db.append_messages("mine", [{"role": "user", "content": "a zebra among many other words here"}])
+    session_db.create_session("mine", user_id="alice")
+    session_db.append_messages(
+        "mine", [{"role": "user", "content": "a zebra among many other words here"}]
+    )
     # Many newer, better-ranked hits of another user must not hide this user's one hit.
-    db.create_session("noise", user_id="bob")
-    db.append_messages("noise", [{"role": "user", "content": "zebra zebra zebra"}] * 300)
-    assert [h["session_id"] for h in db.search("zebra", user_id="alice")] == ["mine"]
-    assert [h["session_id"] for h in db.search("zebra", limit=2)] == ["noise", "noise"]
+    session_db.create_session("noise", user_id="bob")
+    session_db.append_messages("noise", [{"role": "user", "content": "zebra zebra zebra"}] * 300)
+    assert [h["session_id"] for h in session_db.search("zebra", user_id="alice")] == ["mine"]
+    assert [h["session_id"] for h in session_db.search("zebra", limit=2)] == ["noise", "noise"]
 
 
 @pytest.mark.parametrize(
@@ -237,24 +233,27 @@ def test_needles(query, expected):
     assert hits.needles(query) == expected
 
 
-def test_ranking_is_by_relevance_not_age(db):
-    sid = db.create_session()
-    strong, weak = db.append_messages(
+def test_ranking_is_by_relevance_not_age(session_db):
+    sid = session_db.create_session()
+    strong, weak = session_db.append_messages(
         sid,
         [
             {"role": "user", "content": "gecko gecko gecko"},
             {"role": "user", "content": "one gecko in a long sentence about many other things"},
         ],
     )
-    assert [h["message_id"] for h in db.search("gecko", limit=2)] == [strong, weak]
-    assert db.search("gecko", limit=2)[0]["score"] > db.search("gecko", limit=2)[1]["score"]
+    assert [h["message_id"] for h in session_db.search("gecko", limit=2)] == [strong, weak]
+    assert (
+        session_db.search("gecko", limit=2)[0]["score"]
+        > session_db.search("gecko", limit=2)[1]["score"]
+    )
 
 
-def test_rebuild_index_keeps_search_working(db):
-    sid = db.create_session()
-    db.append_messages(sid, [{"role": "user", "content": "数据库 wombat"}])
-    assert db.rebuild_search_index() == 1
-    assert len(db.search("数据")) == 1 and len(db.search("wombat")) == 1
+def test_rebuild_index_keeps_search_working(session_db):
+    sid = session_db.create_session()
+    session_db.append_messages(sid, [{"role": "user", "content": "数据库 wombat"}])
+    assert session_db.rebuild_search_index() == 1
+    assert len(session_db.search("数据")) == 1 and len(session_db.search("wombat")) == 1
 
 
 def _trajectories():
@@ -264,17 +263,21 @@ def _trajectories():
     return {f.name.split(".")[0]: json.loads(f.read_text(encoding="utf-8")) for f in files}
 
 
-def test_real_transcripts_ingest_round_trip_and_search(db):
+def test_real_transcripts_ingest_round_trip_and_search(session_db):
     transcripts = _trajectories()
-    sessions = {name: db.import_session(msgs, title=name) for name, msgs in transcripts.items()}
+    sessions = {
+        name: session_db.import_session(msgs, title=name) for name, msgs in transcripts.items()
+    }
     for name, sid in sessions.items():
-        assert db.get_messages(sid) == transcripts[name]
+        assert session_db.get_messages(sid) == transcripts[name]
     django = sessions["django__django-14752"]
     # Words only in tool output (file listings, source dumps) are found.
-    tool_hits = [h for h in db.search("test_autocomplete_widget", limit=10) if h["role"] == "tool"]
+    tool_hits = [
+        h for h in session_db.search("test_autocomplete_widget", limit=10) if h["role"] == "tool"
+    ]
     assert tool_hits and all(h["session_id"] == django for h in tool_hits)
     # Words only in tool-call arguments are found too.
-    arg_hits = db.search("serialize_result", limit=10)
+    arg_hits = session_db.search("serialize_result", limit=10)
     assert {h["session_id"] for h in arg_hits} == {django}
     sqlfluff = sessions["sqlfluff__sqlfluff-2419"]
-    assert {h["session_id"] for h in db.search("sqlfluff", limit=10)} == {sqlfluff}
+    assert {h["session_id"] for h in session_db.search("sqlfluff", limit=10)} == {sqlfluff}

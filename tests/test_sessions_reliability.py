@@ -160,19 +160,27 @@ _KILLED_APPEND = _KILLER + textwrap.dedent(
 )
 
 
+def _run_until_killed(path, script, *args):
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(path), *map(str, args)], capture_output=True, timeout=120
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+
+
+def _intact(db):
+    """The reopened database passes SQLite's and FTS5's integrity checks."""
+    conn = db._conn()
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")
+    return conn
+
+
 @pytest.mark.parametrize("after", [10, 800, 3000])
 def test_sigkill_during_append_keeps_all_or_none(tmp_path, after):
     path = tmp_path / "state.db"
-    proc = subprocess.run(
-        [sys.executable, "-c", _KILLED_APPEND, str(path), str(after)],
-        capture_output=True,
-        timeout=120,
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    _run_until_killed(path, _KILLED_APPEND, after)
     with SessionDB(path) as db:
-        conn = db._conn()
-        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")
+        conn = _intact(db)
         per_batch = conn.execute(
             "SELECT substr(content, 1, instr(content, ' ') - 1), count(*) FROM messages GROUP BY 1"
         ).fetchall()
@@ -210,16 +218,9 @@ _KILLED_PERSIST = _KILLER + textwrap.dedent(
 @pytest.mark.parametrize("after", [1, 40, 150])
 def test_sigkill_during_persist_compression_keeps_all_or_none(tmp_path, after, mode):
     path = tmp_path / "state.db"
-    proc = subprocess.run(
-        [sys.executable, "-c", _KILLED_PERSIST, str(path), str(after), mode],
-        capture_output=True,
-        timeout=120,
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    _run_until_killed(path, _KILLED_PERSIST, after, mode)
     with SessionDB(path) as db:
-        conn = db._conn()
-        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")
+        conn = _intact(db)
         # Killed inside the transaction: nothing of the compaction is there.
         assert conn.execute("SELECT count(*) FROM compactions").fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM message_sources").fetchone()[0] == 0

@@ -6,16 +6,9 @@ import json
 
 import pytest
 
-from hermes_context import CompressionResult, SessionDB
+from hermes_context import CompressionResult
 from hermes_context.sessions import SESSION_RECALL_SCHEMA, SESSION_SEARCH_SCHEMA, session_tool
 from hermes_context.sessions.tools import RECALL_CHAR_BUDGET
-
-
-@pytest.fixture
-def db(tmp_path):
-    store = SessionDB(tmp_path / "state.db")
-    yield store
-    store.close()
 
 
 @pytest.mark.parametrize(
@@ -34,9 +27,9 @@ def test_schemas_are_openai_function_tools(schema, name, required):
     json.dumps(schema)
 
 
-def _compacted(db, sid, originals, user_id=None):
-    db.create_session(sid, user_id=user_id)
-    db.append_messages(sid, originals)
+def _compacted(session_db, sid, originals, user_id=None):
+    session_db.create_session(sid, user_id=user_id)
+    session_db.append_messages(sid, originals)
     summary = {"role": "user", "content": "summary", "_compressed_summary": True}
     result = CompressionResult(
         messages=[summary, originals[-1]],
@@ -45,51 +38,55 @@ def _compacted(db, sid, originals, user_id=None):
         dropped=len(originals) - 1,
         lineage=[list(range(len(originals) - 1)), [len(originals) - 1]],
     )
-    db.persist_compression(sid, originals, result)
-    return next(r["id"] for r in db.get_message_records(sid) if r["is_summary"])
+    session_db.persist_compression(sid, originals, result)
+    return next(r["id"] for r in session_db.get_message_records(sid) if r["is_summary"])
 
 
-def test_search_tool_accepts_json_text_and_binds_host_context(db):
-    db.create_session("me", user_id="u")
-    db.create_session("past", user_id="u")
-    db.append_messages("me", [{"role": "user", "content": "narwhal now"}])
-    db.append_messages("past", [{"role": "user", "content": "narwhal then"}])
+def test_search_tool_accepts_json_text_and_binds_host_context(session_db):
+    session_db.create_session("me", user_id="u")
+    session_db.create_session("past", user_id="u")
+    session_db.append_messages("me", [{"role": "user", "content": "narwhal now"}])
+    session_db.append_messages("past", [{"role": "user", "content": "narwhal then"}])
     out = json.loads(
         session_tool(
-            db, "session_search", '{"query": "narwhal"}', current_session_id="me", user_id="u"
+            session_db,
+            "session_search",
+            '{"query": "narwhal"}',
+            current_session_id="me",
+            user_id="u",
         )
     )
     assert [g["root_session_id"] for g in out["results"]] == ["past"]
     out = json.loads(
-        session_tool(db, "session_search", {"query": "narwhal"}, user_id="someone-else")
+        session_tool(session_db, "session_search", {"query": "narwhal"}, user_id="someone-else")
     )
     assert out["results"] == []
-    assert json.loads(session_tool(db, "session_search"))["mode"] == "browse"
+    assert json.loads(session_tool(session_db, "session_search"))["mode"] == "browse"
 
 
-def test_recall_tool_defaults_to_current_session(db):
+def test_recall_tool_defaults_to_current_session(session_db):
     originals = [{"role": "user", "content": f"fact {i}"} for i in range(4)]
-    summary_id = _compacted(db, "s", originals)
+    summary_id = _compacted(session_db, "s", originals)
     out = json.loads(
         session_tool(
-            db, "session_recall", {"summary_message_id": summary_id}, current_session_id="s"
+            session_db, "session_recall", {"summary_message_id": summary_id}, current_session_id="s"
         )
     )
     assert [m["content"] for m in out["messages"]] == ["fact 0", "fact 1", "fact 2"]
     assert (out["total"], out["start"], out["next_start"]) == (3, 0, None)
 
 
-def test_recall_tool_pages_long_originals(db):
+def test_recall_tool_pages_long_originals(session_db):
     originals = [
         {"role": "tool", "tool_call_id": f"c{i}", "content": chr(97 + i) * 10_000} for i in range(5)
     ]
     originals.append({"role": "user", "content": "end"})
-    summary_id = _compacted(db, "s", originals)
+    summary_id = _compacted(session_db, "s", originals)
     seen, start = [], 0
     while start is not None:
         out = json.loads(
             session_tool(
-                db,
+                session_db,
                 "session_recall",
                 {"summary_message_id": summary_id, "session_id": "s", "start": start},
             )
@@ -116,9 +113,9 @@ def test_recall_tool_pages_long_originals(db):
         ("session_recall", {"summary_message_id": 1, "session_id": "s"}, {"user_id": "intruder"}, "session 's' not found"),
     ],
 )  # fmt: skip
-def test_tool_errors_come_back_as_json(db, name, arguments, kwargs, error):
-    db.create_session("s", user_id="owner")
-    db.append_messages("s", [{"role": "user", "content": "x"}])
-    out = json.loads(session_tool(db, name, arguments, **kwargs))
+def test_tool_errors_come_back_as_json(session_db, name, arguments, kwargs, error):
+    session_db.create_session("s", user_id="owner")
+    session_db.append_messages("s", [{"role": "user", "content": "x"}])
+    out = json.loads(session_tool(session_db, name, arguments, **kwargs))
     assert list(out) == ["error"]
     assert out["error"].startswith(error)
