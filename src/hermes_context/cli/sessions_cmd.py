@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 import click
 
 from ..config import resolve_hermes_home
-from ..errors import InputFileError, InvalidMessagesError
 from ..messages import content_text
 from ..sessions import DB_FILENAME, SearchQueryError, SessionDB, SessionNotFoundError
 from ._common import (
@@ -26,6 +25,7 @@ from ._common import (
     stderr_console,
     stdout_console,
 )
+from .message_files import read_messages
 
 F = TypeVar("F", bound=Callable[..., Any])
 # Characters of a message shown per table row; `show --json` or `export` give all.
@@ -276,44 +276,6 @@ def export(
     click.echo(f"wrote {len(records)} messages to {output}", err=True)
 
 
-def _parse_jsonl(path: Path, text: str) -> tuple[list[Any], list[str]]:
-    messages, where = [], []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            messages.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise InputFileError(
-                str(path), f"not JSON ({exc.msg} at column {exc.colno})", location=f"line {n}"
-            ) from exc
-        where.append(f"line {n}")
-    return messages, where
-
-
-def read_messages_file(path: Path) -> tuple[list[Any], list[str]]:
-    """Messages from a ``.jsonl`` file (one per line) or a JSON list / ``{"messages": [...]}``.
-
-    Returns:
-        The messages and, for each, where it is in the file (``line 3``, ``message 2``).
-    """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputFileError(str(path), f"cannot read it ({exc})") from exc
-    if path.suffix == ".jsonl":
-        return _parse_jsonl(path, text)
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise InputFileError(str(path), f"not JSON ({exc})") from exc
-    if isinstance(data, dict) and isinstance(data.get("messages"), list):
-        data = data["messages"]
-    if not isinstance(data, list):
-        raise InputFileError(str(path), 'expected a list of messages or {"messages": [...]}')
-    return data, [f"message {i}" for i in range(len(data))]
-
-
 @sessions.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--title", default=None, help="Session title (default: the file name).")
@@ -330,31 +292,26 @@ def import_cmd(
     hermes_home: str | None,
     as_json: bool,
 ) -> None:
-    """Import messages (JSONL, or a JSON list) as a new session."""
+    """Import a message file (JSON array, JSONL, or {"messages": [...]}) as a new session."""
     from rich.progress import Progress
 
-    messages, where = read_messages_file(file)
+    messages = read_messages(str(file))
     console = stderr_console()
     with _open(hermes_home) as db:
         with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
             task = bar.add_task(f"importing {file.name}", total=len(messages))
-            try:
-                sid = db.import_session(
-                    messages,
-                    title=title or file.stem,
-                    source=source,
-                    user_id=user_id,
-                    progress=lambda done: bar.update(task, completed=done),
-                )
-            except InvalidMessagesError as exc:
-                if exc.index is None:
-                    raise
-                problem = str(exc).split(": ", 1)[-1]
-                raise InputFileError(str(file), problem, location=where[exc.index]) from exc
+            sid = db.import_session(
+                messages,
+                title=title or file.name.split(".")[0],
+                source=source,
+                user_id=user_id,
+                progress=lambda done: bar.update(task, completed=done),
+            )
     if as_json:
         emit_json({"session_id": sid, "messages": len(messages)})
     else:
-        click.echo(f"imported {len(messages)} messages into session {sid}")
+        noun = "message" if len(messages) == 1 else "messages"
+        click.echo(f"imported {len(messages)} {noun} into session {sid}")
 
 
 @sessions.command()
