@@ -193,10 +193,25 @@ def test_before_must_match_stored_messages(session_db):
     sid = _stored(session_db, "s")
     changed = [dict(m) for m in BEFORE]
     changed[2]["content"] = "edited"
+    before_dump = _dump(session_db)
     with pytest.raises(StoreError, match="'before' message 2 differs"):
         session_db.persist_compression(sid, changed, _result())
-    with pytest.raises(StoreError, match="holds 8 live messages but 'before' has 3"):
-        session_db.persist_compression(sid, BEFORE[:3], _result())
+    assert _dump(session_db) == before_dump
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_messages_appended_meanwhile_follow_the_result(session_db, in_place):
+    sid = _stored(session_db, "s")
+    later = [
+        {"role": "assistant", "content": "written by another process"},
+        {"role": "user", "content": "ok"},
+    ]
+    later_ids = session_db.append_messages(sid, later)
+    carried = session_db.persist_compression(sid, BEFORE, _result(), in_place=in_place)
+    assert session_db.get_messages(carried) == _result().messages + later
+    records = {r["id"]: r for r in session_db.get_message_records(sid, include_compacted=True)}
+    assert [records[i]["compacted"] for i in later_ids] == [False, False]
+    assert session_db.get_session(carried)["message_count"] == len(_result().messages) + 2
 
 
 def test_unsaved_tail_of_before_is_stored_first(session_db):

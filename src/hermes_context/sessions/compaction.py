@@ -14,6 +14,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..compression.result import CompressionResult
@@ -46,21 +47,21 @@ class Compressor(Protocol):
         ...
 
 
-def _stored_ids(
+def _reconcile(
     conn: sqlite3.Connection,
     session_id: str,
     before: Sequence[Mapping[str, Any]],
+    result: CompressionResult,
     path: str | None,
-) -> list[int]:
-    """Row ids of ``before``: the session's live messages, plus any unsaved tail appended now."""
+) -> tuple[Sequence[Mapping[str, Any]], CompressionResult, list[int]]:
+    """Match ``before`` with the stored live messages; return before, result and row ids.
+
+    ``before`` may run past what is stored (the unsaved tail is appended now)
+    or stop short of it: messages another writer appended after ``before``
+    was read are kept, after the compressed ones.
+    """
     records = queries.load_records(conn, session_id)
-    if len(before) < len(records):
-        raise StoreError(
-            f"session {session_id!r} holds {len(records)} live messages but 'before' has "
-            f"{len(before)}; pass the messages that were compressed (db.get_messages)",
-            path=path,
-        )
-    for i, record in enumerate(records):
+    for i, record in enumerate(records[: len(before)]):
         if canonical(record["message"]) != canonical(before[i]):
             raise StoreError(
                 f"'before' message {i} differs from stored message {record['id']} of session "
@@ -68,9 +69,14 @@ def _stored_ids(
                 path=path,
                 index=i,
             )
+    if len(records) > len(before) and not result.aborted and result.messages:
+        extra = [r["message"] for r in records[len(before) :]]
+        lineage = [*result.lineage, *([len(before) + k] for k in range(len(extra)))]
+        result = replace(result, messages=[*result.messages, *extra], lineage=lineage)
+        before = [*before, *extra]
     ids = [r["id"] for r in records]
     ids.extend(queries.append(conn, session_id, before[len(records) :]))
-    return ids
+    return before, result, ids
 
 
 def _check_lineage(result: CompressionResult, n_before: int, path: str | None) -> None:
@@ -232,10 +238,12 @@ def persist(
 ) -> str:
     """Persist one compression (see ``SessionDB.persist_compression``); inside a transaction."""
     session = queries.require_session(conn, session_id, path=path)
-    ids = _stored_ids(conn, session_id, before, path)
-    carried = session_id
-    if not result.aborted and result.messages:
+    changes = not result.aborted and bool(result.messages)
+    if changes:
         _check_lineage(result, len(before), path)
+    before, result, ids = _reconcile(conn, session_id, before, result, path)
+    carried = session_id
+    if changes:
         if in_place:
             _apply_in_place(conn, session_id, before, ids, result)
         else:

@@ -290,8 +290,9 @@ class SessionDB:
         summary / stand-in rows are inserted; with ``in_place=False`` the
         session ends (end_reason ``compression``) and a child session with
         the same title carries on. Messages at the end of ``before`` that are
-        not stored yet are appended first. An aborted result changes no
-        message. The result's ``compressor_state`` is saved on the session
+        not stored yet are appended first; messages another writer stored
+        after ``before`` was read stay, after the compressed ones. An aborted
+        result changes no message. The result's ``compressor_state`` is saved on the session
         that carries on. All in one transaction.
 
         Returns:
