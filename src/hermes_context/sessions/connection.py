@@ -38,8 +38,9 @@ def is_busy(exc: BaseException) -> bool:
     return "locked" in text or "busy" in text
 
 
-def retry_busy(fn: Callable[[], T], *, retries: int = BUSY_RETRIES) -> T:
-    """Call ``fn``; on a busy database wait a little and call it again."""
+def retry_busy(fn: Callable[[], T], *, retries: int | None = None) -> T:
+    """Call ``fn``; on a busy database wait a little and call it again (BUSY_RETRIES times)."""
+    retries = BUSY_RETRIES if retries is None else retries
     delay = 0.01
     for attempt in range(retries + 1):
         try:
