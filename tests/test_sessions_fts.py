@@ -226,6 +226,7 @@ def test_user_filter_reaches_past_the_first_pool(session_db, monkeypatch, pool):
         ("Failing tests", ["fail", "test"]),
         ("parser/load_call.py", ["parser", "load_call", "py"]),
         ("数据库 NOT x", ["数据", "x"]),
+        ("abc中文", ["中文"]),
         ("stations", ["station"]),
     ],
 )

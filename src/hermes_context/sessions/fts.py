@@ -42,7 +42,7 @@ _CJK_LETTERS = (
     "\uf900-\ufaff"  # CJK compatibility ideographs
     "\U00020000-\U0002fa1f"  # CJK extensions B-F, compatibility supplement
 )
-_CJK_RUN_RE = re.compile(f"[{_CJK_LETTERS}]+")
+CJK_RUN_RE = re.compile(f"[{_CJK_LETTERS}]+")
 _HAS_CJK_RE = re.compile(f"[{_CJK_LETTERS}]")
 # FTS5 operators that only mean something outside a quoted string.
 _RAW_PHRASE_RE = re.compile(r'"(?:[^"]|"")*"')
@@ -59,7 +59,7 @@ def segment_cjk(text: str) -> str:
     """Rewrite every CJK run of ``text`` as space-separated bigrams; leave the rest."""
     if not _HAS_CJK_RE.search(text):
         return text
-    return _CJK_RUN_RE.sub(lambda m: " " + " ".join(bigrams(m.group())) + " ", text)
+    return CJK_RUN_RE.sub(lambda m: " " + " ".join(bigrams(m.group())) + " ", text)
 
 
 def _argument_text(arguments: Any) -> str:
@@ -109,7 +109,7 @@ def search_text_for(message: Mapping[str, Any]) -> str | None:
 def _quote_term(term: str) -> str | None:
     if not any(ch.isalnum() for ch in term):
         return None  # the tokenizer would make an empty phrase of it
-    if len(term) == 1 and _CJK_RUN_RE.fullmatch(term):
+    if len(term) == 1 and CJK_RUN_RE.fullmatch(term):
         # A lone CJK character is indexed only inside bigrams: match them by prefix.
         return f'"{term}"*'
     return '"' + segment_cjk(term).strip().replace('"', '""') + '"'
@@ -148,7 +148,7 @@ def raw_query(query: str) -> str:
 
 
 def _segment_bare(text: str) -> str:
-    return _CJK_RUN_RE.sub(lambda m: '"' + " ".join(bigrams(m.group())) + '"', text)
+    return CJK_RUN_RE.sub(lambda m: '"' + " ".join(bigrams(m.group())) + '"', text)
 
 
 def query_terms(query: str) -> list[str]:

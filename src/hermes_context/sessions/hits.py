@@ -25,7 +25,7 @@ from typing import Any
 
 from .connection import is_busy
 from .errors import SearchQueryError
-from .fts import bigrams, indexed_text, query_terms, quote_query, raw_query
+from .fts import CJK_RUN_RE, bigrams, indexed_text, query_terms, quote_query, raw_query
 from .rows import MESSAGE_COLUMNS, row_to_message
 
 # Newest matching rows ranked per round (see the module docstring).
@@ -36,7 +36,6 @@ _K1 = 1.2
 _B = 0.75
 _MAX_ROWID = 2**63 - 1
 _SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "es", "ed", "ly", "s")
-_CJK_TERM_RE = re.compile(r"[^\x00-\u2fff]")
 
 _POOL = (
     "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? AND rowid < ? "
@@ -121,8 +120,9 @@ def needles(query: str) -> list[str]:
     out = []
     for term in query_terms(query):
         term = term.lower()
-        if _CJK_TERM_RE.search(term):
-            out.append(bigrams(term)[0])  # the indexed text holds CJK as bigrams
+        run = CJK_RUN_RE.search(term)
+        if run:
+            out.append(bigrams(run.group())[0])  # the indexed text holds CJK as bigrams
             continue
         for suffix in _SUFFIXES:
             if term.endswith(suffix) and len(term) - len(suffix) >= 3:
