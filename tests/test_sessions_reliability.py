@@ -25,8 +25,7 @@ READERS = 4
 _WRITER = textwrap.dedent(
     """
     import json, random, sys, time
-    from hermes_context import SessionDB, StoreError
-from hermes_context.sessions import connection
+    from hermes_context import SessionDB
     path, k, shared, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
     rng = random.Random(k)
     words = "alpha beta gamma delta error timeout 数据库 迁移 traceback pytest".split()
@@ -57,8 +56,7 @@ from hermes_context.sessions import connection
 _READER = textwrap.dedent(
     """
     import json, random, sys, time
-    from hermes_context import SessionDB, StoreError
-from hermes_context.sessions import connection
+    from hermes_context import SessionDB
     path, k, shared, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
     rng = random.Random(100 + k)
     db = SessionDB(path)
@@ -151,8 +149,7 @@ _KILLER = textwrap.dedent(
 
 _KILLED_APPEND = _KILLER + textwrap.dedent(
     """
-    from hermes_context import SessionDB, StoreError
-from hermes_context.sessions import connection
+    from hermes_context import SessionDB
     path, after = sys.argv[1], int(sys.argv[2])
     db = SessionDB(path)
     sid = db.create_session("victim")
