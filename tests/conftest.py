@@ -33,3 +33,13 @@ def hermes_home(tmp_path, monkeypatch):
 def _no_real_model_requests(monkeypatch):
     """Only loopback endpoints (the scripted server) are reachable from tests."""
     monkeypatch.setattr(hermes_context.llm, "ALLOW_MODEL_REQUESTS", False)
+
+
+@pytest.fixture
+def session_db(hermes_home):
+    """A fresh ``SessionDB`` at ``$HERMES_HOME/state.db``, closed afterwards."""
+    from hermes_context.sessions import SessionDB
+
+    store = SessionDB(hermes_home / "state.db")
+    yield store
+    store.close()

@@ -18,6 +18,7 @@ from .errors import (
 )
 from .memory import MEMORY_TOOL_SCHEMA, MemoryStore, memory_tool, scan_for_threats
 from .messages import strip_think_blocks, to_wire, validate_messages
+from .sessions import SessionDB
 from .tokens import TokenCounter, estimate_messages_tokens_rough, estimate_tokens_rough
 
 __version__ = "0.1.0"
@@ -35,6 +36,7 @@ __all__ = [
     "MemoryStore",
     "OpenAISummarizer",
     "SecurityError",
+    "SessionDB",
     "StoreError",
     "TokenCounter",
     "estimate_messages_tokens_rough",

@@ -14,6 +14,7 @@ _SUBCOMMANDS = {
     "compress": ("hermes_context.cli.compress_cmd", "compress"),
     "config": ("hermes_context.cli.config_cmd", "config"),
     "memory": ("hermes_context.cli.memory_cmd", "memory"),
+    "sessions": ("hermes_context.cli.sessions_cmd", "sessions"),
 }
 
 

@@ -1,0 +1,345 @@
+"""``hermes-context sessions list|show|search|recall|export|import|delete|reindex``."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from ..config import resolve_hermes_home
+from ..messages import content_text
+from ..sessions import DB_FILENAME, SearchQueryError, SessionDB, SessionNotFoundError
+from ._common import (
+    EXIT_USAGE,
+    NotFoundError,
+    emit_json,
+    handle_errors,
+    home_option,
+    json_option,
+    stderr_console,
+    stdout_console,
+)
+from .message_files import read_messages
+
+F = TypeVar("F", bound=Callable[..., Any])
+# Characters of a message shown per table row; `show --json` or `export` give all.
+PREVIEW_CHARS = 100
+
+user_option = click.option(
+    "--user", "user_id", default=None, help="Only this user's sessions (user_id)."
+)
+
+
+def _store_errors(fn: F) -> F:
+    """Map session-store errors to the CLI's meanings: not found (4), bad query (2)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SessionNotFoundError as exc:
+            raise NotFoundError(str(exc)) from exc
+        except SearchQueryError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_USAGE)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _open(hermes_home: str | None) -> SessionDB:
+    return SessionDB(resolve_hermes_home(hermes_home) / DB_FILENAME)
+
+
+def _when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts)) if ts else ""
+
+
+def _preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _table(title: str | None, columns: list[str]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title, show_lines=False, highlight=False)
+    for i, name in enumerate(columns):
+        # Ids stay whole so they can be copied; the last column folds.
+        table.add_column(name, overflow="fold", no_wrap=i == 0)
+    return table
+
+
+@click.group()
+def sessions() -> None:
+    """Browse, search, export and manage the stored sessions (state.db)."""
+
+
+@sessions.command("list")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, None))
+@click.option("--source", default=None, help="Only sessions from this source (cli, bridge, ...).")
+@user_option
+@home_option
+@json_option
+@handle_errors
+def list_cmd(
+    limit: int, source: str | None, user_id: str | None, hermes_home: str | None, as_json: bool
+) -> None:
+    """List sessions, newest first."""
+    with _open(hermes_home) as db:
+        rows = db.list_sessions(limit=limit, source=source, user_id=user_id)
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        click.echo("no sessions")
+        return
+    table = _table(None, ["id", "title", "source", "started", "messages", "ended"])
+    for s in rows:
+        ended = s["end_reason"] or ("yes" if s["ended_at"] else "")
+        table.add_row(
+            s["id"], s["title"] or "", s["source"], _when(s["started_at"]),
+            str(s["message_count"]), ended,
+        )  # fmt: skip
+    stdout_console().print(table)
+
+
+def _flags(record: dict[str, Any]) -> str:
+    flags = []
+    if record["is_summary"]:
+        flags.append("summary")
+    if record["compacted"]:
+        flags.append("compacted")
+    if not record["active"]:
+        flags.append("inactive")
+    return ",".join(flags)
+
+
+def _message_preview(message: dict[str, Any]) -> str:
+    text = content_text(message.get("content"))
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        text += f" [call {fn.get('name')}({fn.get('arguments')})]"
+    return _preview(text)
+
+
+@sessions.command()
+@click.argument("session_id")
+@click.option("--all", "include_compacted", is_flag=True, help="Include compacted originals.")
+@home_option
+@json_option
+@handle_errors
+@_store_errors
+def show(session_id: str, include_compacted: bool, hermes_home: str | None, as_json: bool) -> None:
+    """Show one session and its messages."""
+    with _open(hermes_home) as db:
+        records = db.get_message_records(session_id, include_compacted=include_compacted)
+        session = db.get_session(session_id)
+        compactions = db.list_compactions(session_id)
+    if as_json:
+        emit_json({"session": session, "compactions": compactions, "messages": records})
+        return
+    assert session is not None
+    out = stdout_console()
+    out.print(f"session {session['id']}  {session['title'] or '(untitled)'}", markup=False)
+    parts = [f"source {session['source']}", f"started {_when(session['started_at'])}"]
+    if session["parent_session_id"]:
+        parts.append(f"parent {session['parent_session_id']}")
+    if session["end_reason"]:
+        parts.append(f"ended: {session['end_reason']}")
+    parts.append(f"{session['message_count']} messages, {len(compactions)} compactions")
+    out.print(" · ".join(parts), markup=False)
+    table = _table(None, ["id", "role", "flags", "content"])
+    for r in records:
+        role = r["message"]["role"] + (f" {r['tool_name']}" if r["tool_name"] else "")
+        table.add_row(str(r["id"]), role, _flags(r), _message_preview(r["message"]))
+    out.print(table)
+
+
+@sessions.command("search")
+@click.argument("query")
+@click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 100))
+@click.option("--raw", is_flag=True, help="Pass FTS5 syntax (AND, OR, NOT, NEAR, prefix*) through.")
+@user_option
+@home_option
+@json_option
+@handle_errors
+@_store_errors
+def search_cmd(
+    query: str, limit: int, raw: bool, user_id: str | None, hermes_home: str | None, as_json: bool
+) -> None:
+    """Full-text search over all messages, compacted originals included."""
+    with _open(hermes_home) as db:
+        hits = db.search(query, limit=limit, user_id=user_id, raw=raw)
+    if as_json:
+        emit_json(hits)
+        return
+    if not hits:
+        click.echo("no matches")
+        return
+    table = _table(None, ["session", "message", "role", "snippet"])
+    for h in hits:
+        role = h["role"] + (" (compacted)" if h["compacted"] else "")
+        table.add_row(h["session_id"], str(h["message_id"]), role, h["snippet"])
+    stdout_console().print(table)
+
+
+@sessions.command()
+@click.argument("session_id")
+@click.argument("summary_id", type=int)
+@click.option("--deep", is_flag=True, help="Expand summaries of summaries down to the originals.")
+@home_option
+@json_option
+@handle_errors
+@_store_errors
+def recall(
+    session_id: str, summary_id: int, deep: bool, hermes_home: str | None, as_json: bool
+) -> None:
+    """Print the original messages a summary replaced, in full."""
+    with _open(hermes_home) as db:
+        records = db.recall_records(session_id, summary_id, deep=deep)
+    if as_json:
+        emit_json(records)
+        return
+    for r in records:
+        click.echo(f"--- #{r['id']} {r['message']['role']}")
+        click.echo(_full_text(r["message"]))
+
+
+def _full_text(message: dict[str, Any]) -> str:
+    lines = [content_text(message.get("content"))]
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        lines.append(f"[call {fn.get('name')}] {fn.get('arguments')}")
+    return "\n".join(line for line in lines if line)
+
+
+def _markdown(session: dict[str, Any], records: list[dict[str, Any]]) -> Iterator[str]:
+    yield f"# {session['title'] or 'Session'} ({session['id']})\n"
+    yield f"source: {session['source']} · model: {session['model'] or '-'} · started: "
+    yield f"{_when(session['started_at'])} UTC\n"
+    for r in records:
+        m = r["message"]
+        name = f" `{r['tool_name']}`" if r["tool_name"] else ""
+        flags = f" ({_flags(r)})" if _flags(r) else ""
+        yield f"\n## {m['role']}{name} #{r['id']}{flags}\n\n"
+        text = content_text(m.get("content"))
+        if text:
+            fence = "```" if m["role"] == "tool" else ""
+            yield f"{fence}\n{text}\n{fence}\n" if fence else f"{text}\n"
+        for call in m.get("tool_calls") or ():
+            fn = call.get("function") or {}
+            yield f"\ncall `{fn.get('name')}`:\n\n```json\n{fn.get('arguments')}\n```\n"
+
+
+@sessions.command()
+@click.argument("session_id")
+@click.option(
+    "--format", "fmt", type=click.Choice(["jsonl", "md"]), default="jsonl", show_default=True
+)
+@click.option("--all", "include_compacted", is_flag=True, help="Include compacted originals.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here, not stdout.")
+@home_option
+@handle_errors
+@_store_errors
+def export(
+    session_id: str,
+    fmt: str,
+    include_compacted: bool,
+    output: str | None,
+    hermes_home: str | None,
+) -> None:
+    """Export a session: JSONL (one message per line, metadata kept) or Markdown."""
+    with _open(hermes_home) as db:
+        records = db.get_message_records(session_id, include_compacted=include_compacted)
+        session = db.get_session(session_id)
+    assert session is not None
+    if fmt == "jsonl":
+        chunks: Iterator[str] = (
+            json.dumps(r["message"], ensure_ascii=False) + "\n" for r in records
+        )
+    else:
+        chunks = _markdown(session, records)
+    if output is None:
+        for chunk in chunks:
+            click.echo(chunk, nl=False)
+        return
+    tmp = Path(output + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.writelines(chunks)
+    tmp.replace(output)
+    click.echo(f"wrote {len(records)} messages to {output}", err=True)
+
+
+@sessions.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--title", default=None, help="Session title (default: the file name).")
+@click.option("--source", default="import", show_default=True)
+@user_option
+@home_option
+@json_option
+@handle_errors
+def import_cmd(
+    file: Path,
+    title: str | None,
+    source: str,
+    user_id: str | None,
+    hermes_home: str | None,
+    as_json: bool,
+) -> None:
+    """Import a message file (JSON array, JSONL, or {"messages": [...]}) as a new session."""
+    from rich.progress import Progress
+
+    messages = read_messages(str(file))
+    console = stderr_console()
+    with _open(hermes_home) as db:
+        with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
+            task = bar.add_task(f"importing {file.name}", total=len(messages))
+            sid = db.import_session(
+                messages,
+                title=title or file.name.split(".")[0],
+                source=source,
+                user_id=user_id,
+                progress=lambda done: bar.update(task, completed=done),
+            )
+    if as_json:
+        emit_json({"session_id": sid, "messages": len(messages)})
+    else:
+        noun = "message" if len(messages) == 1 else "messages"
+        click.echo(f"imported {len(messages)} {noun} into session {sid}")
+
+
+@sessions.command()
+@click.argument("session_id")
+@click.option("--cascade", is_flag=True, help="Also delete the sessions rotated from it.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@home_option
+@handle_errors
+@_store_errors
+def delete(session_id: str, cascade: bool, yes: bool, hermes_home: str | None) -> None:
+    """Delete a session and its messages (compacted originals too)."""
+    with _open(hermes_home) as db:
+        session = db.get_session(session_id)
+        if session is None:
+            raise SessionNotFoundError(session_id)
+        if not yes:
+            click.confirm(
+                f"delete session {session_id} ({session['message_count']} messages)?", abort=True
+            )
+        deleted = db.delete_session(session_id, cascade=cascade)
+    click.echo(f"deleted session {session_id} ({deleted} messages)")
+
+
+@sessions.command()
+@home_option
+@handle_errors
+def reindex(hermes_home: str | None) -> None:
+    """Rebuild the full-text index from the stored messages."""
+    with _open(hermes_home) as db:
+        count = db.rebuild_search_index()
+    click.echo(f"reindexed {count} messages")

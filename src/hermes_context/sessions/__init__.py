@@ -1,0 +1,20 @@
+"""Session history in SQLite (``state.db``): messages, full-text search, lossless compaction."""
+
+from .compaction import attach_compressor, compress_session
+from .db import DB_FILENAME, SessionDB
+from .errors import SearchQueryError, SessionNotFoundError
+from .migrations import SCHEMA_VERSION
+from .tools import SESSION_RECALL_SCHEMA, SESSION_SEARCH_SCHEMA, session_tool
+
+__all__ = [
+    "DB_FILENAME",
+    "SCHEMA_VERSION",
+    "SESSION_RECALL_SCHEMA",
+    "SESSION_SEARCH_SCHEMA",
+    "SearchQueryError",
+    "SessionDB",
+    "SessionNotFoundError",
+    "attach_compressor",
+    "compress_session",
+    "session_tool",
+]

@@ -1,0 +1,432 @@
+"""``SessionDB``: the session history in ``$HERMES_HOME/state.db`` (SPEC 4).
+
+One SQLite file in WAL mode, one connection per thread (and per process after
+a fork), every multi-step write in one ``BEGIN IMMEDIATE`` transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..compression.result import CompressionResult
+from ..config import resolve_hermes_home
+from ..errors import StoreError
+from . import compaction, connection, queries, search
+from .migrations import check_not_newer, migrate
+
+T = TypeVar("T")
+
+DB_FILENAME = "state.db"
+
+
+class SessionDB:
+    """Sessions, their messages, full-text search and lossless compaction.
+
+    Args:
+        path: The database file; default ``$HERMES_HOME/state.db``. It is
+            created (with its folder) when missing, upgraded when older, and
+            refused when newer or not an SQLite database.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path is not None else resolve_hermes_home() / DB_FILENAME
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._conns: list[sqlite3.Connection] = []
+        self._pid = os.getpid()
+        connection.check_file(self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self._conn()
+        try:
+            self._guard(lambda: check_not_newer(conn, path=str(self.path)))
+            self._guard(lambda: migrate(conn, begin=connection.begin_immediate))
+        except BaseException:
+            self.close()
+            raise
+
+    # -- plumbing ---------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        if os.getpid() != self._pid:
+            # After a fork the parent's connections must not be used (nor closed) here.
+            self._local = threading.local()
+            self._conns = []
+            self._lock = threading.Lock()
+            self._pid = os.getpid()
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._guard(lambda: connection.connect(self.path))
+            self._local.conn = conn
+            with self._lock:
+                self._conns.append(conn)
+        return conn
+
+    def _guard(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and connection.is_busy(exc):
+                raise StoreError(
+                    f"{self.path} stayed locked by another process; try again", path=str(self.path)
+                ) from exc
+            if isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
+                raise
+            if isinstance(exc, sqlite3.OperationalError):
+                raise StoreError(f"{self.path}: {exc}", path=str(self.path)) from exc
+            raise connection.damaged(self.path, exc) from exc
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return self._guard(lambda: connection.write(self._conn(), fn))
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return self._guard(lambda: connection.read(self._conn(), fn))
+
+    def _require(self, conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
+        return queries.require_session(conn, session_id, path=str(self.path))
+
+    def close(self) -> None:
+        """Close every connection this object opened."""
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()
+
+    def __enter__(self) -> SessionDB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- sessions ---------------------------------------------------------
+
+    def create_session(
+        self,
+        session_id: str | None = None,
+        *,
+        source: str = "cli",
+        model: str | None = None,
+        parent_session_id: str | None = None,
+        title: str | None = None,
+        user_id: str | None = None,
+    ) -> str:
+        """Start a session; return its id (generated when not given).
+
+        A child (``parent_session_id``) joins its parent's lineage and user.
+        """
+        return self._write(
+            lambda c: queries.insert_session(
+                c,
+                session_id,
+                source=source,
+                model=model,
+                parent_session_id=parent_session_id,
+                title=title,
+                user_id=user_id,
+                path=str(self.path),
+            )
+        )
+
+    def get_session(self, session_id: str) -> dict[str, Any] | None:
+        """The session row as a dict (counters, lineage, compressor state), or None."""
+        return self._read(lambda c: queries.fetch_session(c, session_id))
+
+    def list_sessions(
+        self, *, limit: int = 20, source: str | None = None, user_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Sessions, newest first, optionally only one source's or one user's."""
+        return self._read(
+            lambda c: queries.list_sessions(c, limit=limit, source=source, user_id=user_id)
+        )
+
+    def end_session(self, session_id: str, end_reason: str) -> None:
+        """Record that a session ended, and why (``user_exit``, ``compression``, ...)."""
+
+        def run(conn: sqlite3.Connection) -> None:
+            self._require(conn, session_id)
+            conn.execute(
+                "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ?",
+                (time.time(), end_reason, session_id),
+            )
+
+        self._write(run)
+
+    def delete_session(self, session_id: str, *, cascade: bool = False) -> int:
+        """Delete a session and its messages; return how many messages went.
+
+        Args:
+            cascade: Also delete the sessions rotated from it; without it a
+                session with children is refused.
+        """
+
+        def run(conn: sqlite3.Connection) -> int:
+            self._require(conn, session_id)
+            ids = queries.subtree(conn, session_id)
+            if len(ids) > 1 and not cascade:
+                raise StoreError(
+                    f"session {session_id!r} has {len(ids) - 1} child session(s); delete them "
+                    "too with cascade (--cascade) or delete the children first",
+                    path=str(self.path),
+                )
+            return queries.delete_sessions(conn, ids)
+
+        return self._write(run)
+
+    # -- messages ---------------------------------------------------------
+
+    def append_messages(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Append OpenAI message dicts (metadata keys kept) to a session; return their ids.
+
+        All of them are stored, or none (one transaction).
+
+        Raises:
+            InvalidMessagesError: a message is not an object with a known role,
+                or holds a value that is not JSON.
+            SessionNotFoundError: no such session.
+        """
+
+        def run(conn: sqlite3.Connection) -> list[int]:
+            self._require(conn, session_id)
+            return queries.append(conn, session_id, messages)
+
+        return self._write(run)
+
+    def import_session(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        title: str | None = None,
+        source: str = "import",
+        model: str | None = None,
+        user_id: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> str:
+        """Create a session holding ``messages`` in one transaction; return its id.
+
+        Args:
+            progress: Called with the number of messages stored so far.
+        """
+
+        def run(conn: sqlite3.Connection) -> str:
+            sid = queries.insert_session(
+                conn,
+                None,
+                source=source,
+                model=model,
+                parent_session_id=None,
+                title=title,
+                user_id=user_id,
+                path=str(self.path),
+            )
+            queries.append(conn, sid, messages, progress=progress)
+            return sid
+
+        return self._write(run)
+
+    def get_messages(
+        self, session_id: str, *, include_compacted: bool = False
+    ) -> list[dict[str, Any]]:
+        """The session's messages exactly as they were appended.
+
+        Args:
+            include_compacted: Every row ever written, compacted originals
+                included, in write order; by default only the live messages,
+                in conversation order.
+        """
+
+        def run(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            self._require(conn, session_id)
+            return queries.load_messages(conn, session_id, include_compacted=include_compacted)
+
+        return self._read(run)
+
+    def get_message_records(
+        self, session_id: str, *, include_compacted: bool = False
+    ) -> list[dict[str, Any]]:
+        """Like ``get_messages`` but each item is a record: ``id``, flags and ``message``."""
+
+        def run(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            self._require(conn, session_id)
+            return queries.load_records(conn, session_id, include_compacted=include_compacted)
+
+        return self._read(run)
+
+    def list_compactions(self, session_id: str) -> list[dict[str, Any]]:
+        """The compactions applied to a session, oldest first."""
+        cols = (
+            "id, mode, child_session_id, created_at, tokens_before, tokens_after, dropped, "
+            "used_fallback"
+        )
+
+        def run(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            self._require(conn, session_id)
+            cur = conn.execute(
+                f"SELECT {cols} FROM compactions WHERE session_id = ? ORDER BY id", (session_id,)
+            )
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur]
+
+        return self._read(run)
+
+    # -- compaction -------------------------------------------------------
+
+    def persist_compression(
+        self,
+        session_id: str,
+        before: Sequence[Mapping[str, Any]],
+        result: CompressionResult,
+        *,
+        in_place: bool = True,
+    ) -> str:
+        """Store a compression of ``before`` (the session's live messages); lose nothing.
+
+        In place, the replaced rows become ``active=0, compacted=1`` and the
+        summary / stand-in rows are inserted; with ``in_place=False`` the
+        session ends (end_reason ``compression``) and a child session with
+        the same title carries on. Messages at the end of ``before`` that are
+        not stored yet are appended first; messages another writer stored
+        after ``before`` was read stay, after the compressed ones. An aborted
+        result changes no message. The result's ``compressor_state`` is saved on the session
+        that carries on. All in one transaction.
+
+        Returns:
+            The id of the session that carries on.
+        """
+        return self._write(
+            lambda c: compaction.persist(
+                c, session_id, before, result, in_place=in_place, path=str(self.path)
+            )
+        )
+
+    def recall(
+        self, session_id: str, summary_message_id: int, *, deep: bool = False
+    ) -> list[dict[str, Any]]:
+        """The original messages a summary (or pruned stand-in) replaced, in order.
+
+        Args:
+            deep: Expand replaced summaries into their own originals too.
+        """
+        records = self.recall_records(session_id, summary_message_id, deep=deep)
+        return [r["message"] for r in records]
+
+    def recall_records(
+        self,
+        session_id: str,
+        summary_message_id: int,
+        *,
+        deep: bool = False,
+        user_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Like ``recall`` but as records (ids, flags, ``message``), scoped to ``user_id``."""
+        return self._read(
+            lambda c: compaction.recall_records(
+                c, session_id, summary_message_id, deep=deep, user_id=user_id, path=str(self.path)
+            )
+        )
+
+    def get_compressor_state(self, session_id: str) -> dict[str, Any] | None:
+        """The compressor anti-thrash state stored on the session, or None."""
+
+        def run(conn: sqlite3.Connection) -> dict[str, Any] | None:
+            return self._require(conn, session_id)["compressor_state"]
+
+        return self._read(run)
+
+    def save_compressor_state(self, session_id: str, state: Mapping[str, Any] | None) -> None:
+        """Store the compressor anti-thrash state on the session (None clears it)."""
+
+        def run(conn: sqlite3.Connection) -> None:
+            self._require(conn, session_id)
+            compaction.save_state(conn, session_id, state)
+
+        self._write(run)
+
+    def attach_compressor(self, session_id: str, compressor: compaction.Compressor) -> bool:
+        """Restore the stored anti-thrash state into ``compressor``; whether one was found."""
+        return compaction.attach_compressor(self, session_id, compressor)
+
+    # -- search -----------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 3,
+        exclude_session_id: str | None = None,
+        user_id: str | None = None,
+        raw: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Best-ranked messages matching ``query`` (content, tool output, tool arguments).
+
+        Every word of the query must match (stemmed; CJK words of two or more
+        characters too); when none match that way, any word may. The words
+        are literal unless ``raw`` is set, which passes FTS5 syntax through.
+        Compacted originals are found and flagged ``compacted``.
+
+        Args:
+            exclude_session_id: Leave out what that session's context already
+                holds: its live, uncompacted messages and those it kept from
+                the sessions it was rotated from (their compacted ones stay).
+            user_id: Only this user's sessions.
+
+        Raises:
+            SearchQueryError: a raw query is malformed.
+        """
+        return self._read(
+            lambda c: search.search(
+                c,
+                query,
+                limit=limit,
+                exclude_session_id=exclude_session_id,
+                user_id=user_id,
+                raw=raw,
+            )
+        )
+
+    def session_search(
+        self,
+        *,
+        query: str | None = None,
+        session_id: str | None = None,
+        around_message_id: int | None = None,
+        window: int = 5,
+        limit: int = 3,
+        sort: str = "newest",
+        current_session_id: str | None = None,
+        user_id: str | None = None,
+        raw: bool = False,
+    ) -> dict[str, Any]:
+        """The ``session_search`` tool: discover, scroll, read or browse (see ``search``)."""
+        return self._read(
+            lambda c: search.session_search(
+                c,
+                query=query,
+                session_id=session_id,
+                around_message_id=around_message_id,
+                window=window,
+                limit=limit,
+                sort=sort,
+                current_session_id=current_session_id,
+                user_id=user_id,
+                raw=raw,
+            )
+        )
+
+    def rebuild_search_index(self) -> int:
+        """Rebuild the full-text index from the messages; return the rows indexed."""
+
+        def run(conn: sqlite3.Connection) -> int:
+            conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
+            conn.execute(
+                "INSERT INTO messages_fts(rowid, body) "
+                "SELECT id, coalesce(search_text, content, '') FROM messages"
+            )
+            return int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+
+        return self._write(run)

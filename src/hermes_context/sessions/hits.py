@@ -1,0 +1,260 @@
+"""Ranked full-text hits: candidate pools from FTS5, scope filters, scoring, snippets.
+
+FTS5's ``bm25()`` reads the whole doclist of every query term to compute its
+inverse document frequency, so at a million messages a query made of common
+tokens (``src/billing/load_call.py``: ``src``, ``py``, ``load`` occur in
+most tool output) costs 100 ms or more however few rows are wanted. So the
+index is only asked for the newest ``CANDIDATE_POOL`` matching rowids (an
+``ORDER BY rowid DESC`` walk that stops early), and those candidates are
+ranked here with BM25 over the pool: term frequency in the indexed text,
+document length, and term rarity within the pool. A query with fewer matches
+than the pool (most specific queries) is ranked over all its matches; a very
+common word is ranked over its newest matches — recency is part of what an
+agent means by "the time we discussed X". Older pools are read only while too
+few candidates survive the user / session filters.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .connection import is_busy
+from .errors import SearchQueryError
+from .fts import CJK_RUN_RE, bigrams, indexed_text, query_terms, quote_query, raw_query
+from .rows import MESSAGE_COLUMNS, row_to_message
+
+# Newest matching rows ranked per round (see the module docstring).
+CANDIDATE_POOL = 500
+SNIPPET_CHARS = 200
+# BM25 constants (the usual ones, as in FTS5's bm25()).
+_K1 = 1.2
+_B = 0.75
+_MAX_ROWID = 2**63 - 1
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "es", "ed", "ly", "s")
+
+_POOL = (
+    "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? AND rowid < ? "
+    "ORDER BY rowid DESC LIMIT ?"
+)
+_POOL_ROWS = (
+    "SELECT m.id, m.session_id, m.compacted, s.root_session_id, s.user_id, "
+    "coalesce(m.search_text, m.content, '') FROM messages m "
+    "JOIN sessions s ON s.id = m.session_id WHERE m.id IN "
+)
+_DETAILS = (
+    "SELECT m.id, m.session_id, m.role, m.timestamp, m.active, m.compacted, m.is_summary, "
+    "m.tool_name, s.root_session_id, s.title, "
+    + ", ".join("m." + c for c in MESSAGE_COLUMNS)
+    + " FROM messages m JOIN sessions s ON s.id = m.session_id WHERE m.id IN "
+)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One matching message before its text is loaded."""
+
+    message_id: int
+    score: float  # higher is better
+    session_id: str
+    root_session_id: str
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which matches a search may return.
+
+    Attributes:
+        user_id: Only this user's sessions (None: everyone's).
+        excluded: Sessions whose uncompacted messages are left out (the
+            current conversation and what it was rotated from).
+        only: When set, only these sessions.
+    """
+
+    user_id: str | None = None
+    excluded: Collection[str] = ()
+    only: Collection[str] | None = None
+
+    def keeps(self, row: Sequence[Any]) -> bool:
+        """Whether a ``_POOL_ROWS`` row is in scope."""
+        _, session_id, compacted, _, user_id = row[:5]
+        if self.user_id is not None and user_id != self.user_id:
+            return False
+        if self.only is not None and session_id not in self.only:
+            return False
+        return not (session_id in self.excluded and not compacted)
+
+
+def _expressions(query: str, raw: bool) -> list[tuple[str, str]]:
+    """(kind, FTS expression) to try in order: all words, then any word."""
+    if raw:
+        return [("raw", raw_query(query))]
+    first = quote_query(query)
+    if first is None:
+        return []
+    second = quote_query(query, any_term=True)
+    out = [("all", first)]
+    if second != first:
+        out.append(("any", second or first))
+    return out
+
+
+def _execute(
+    conn: sqlite3.Connection, sql: str, params: Sequence[Any], query: str, raw: bool
+) -> list[tuple[Any, ...]]:
+    try:
+        return conn.execute(sql, params).fetchall()
+    except sqlite3.OperationalError as exc:
+        # Quoted expressions always parse; a raw one the user typed may not.
+        if raw and not is_busy(exc):
+            raise SearchQueryError(query, str(exc)) from exc
+        raise
+
+
+def needles(query: str) -> list[str]:
+    """Lower-case substrings whose counts stand for the query terms' frequencies."""
+    out = []
+    for term in query_terms(query):
+        term = term.lower()
+        run = CJK_RUN_RE.search(term)
+        if run:
+            out.append(bigrams(run.group())[0])  # the indexed text holds CJK as bigrams
+            continue
+        for suffix in _SUFFIXES:
+            if term.endswith(suffix) and len(term) - len(suffix) >= 3:
+                term = term[: -len(suffix)]
+                break
+        out.append(term)
+    return list(dict.fromkeys(out))
+
+
+def _bm25(rows: Sequence[Sequence[Any]], terms: Sequence[str]) -> list[float]:
+    """BM25 of each row's indexed text (last column), with the pool as the collection."""
+    texts = [r[-1].lower() for r in rows]
+    if not texts or not terms:
+        return [0.0] * len(texts)
+    lengths = [len(t) + 1 for t in texts]
+    avg = sum(lengths) / len(lengths)
+    counts = [[t.count(term) for term in terms] for t in texts]
+    n = len(texts)
+    idf = []
+    for j in range(len(terms)):
+        df = sum(1 for c in counts if c[j])
+        idf.append(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+    scores = []
+    for c, length in zip(counts, lengths, strict=True):
+        norm = _K1 * (1 - _B + _B * length / avg)
+        scores.append(sum(w * tf * (_K1 + 1) / (tf + norm) for w, tf in zip(idf, c, strict=True)))
+    return scores
+
+
+def _pool(
+    conn: sqlite3.Connection, expr: str, upper: int, query: str, raw: bool
+) -> tuple[list[tuple[Any, ...]], int]:
+    """In-scope-checkable rows of the newest matches below ``upper``, and how many matched."""
+    ids = [r[0] for r in _execute(conn, _POOL, (expr, upper, CANDIDATE_POOL), query, raw)]
+    if not ids:
+        return [], 0
+    rows = conn.execute(_POOL_ROWS + f"({', '.join('?' * len(ids))})", ids).fetchall()
+    return rows, len(ids)
+
+
+def _candidates(
+    conn: sqlite3.Connection,
+    expr: str,
+    scope: Scope,
+    enough: Callable[[list[Candidate]], bool],
+    query: str,
+    raw: bool,
+) -> list[Candidate]:
+    terms = needles(query)
+    found: list[Candidate] = []
+    upper = _MAX_ROWID
+    while True:
+        rows, matched = _pool(conn, expr, upper, query, raw)
+        kept = [r for r in rows if scope.keeps(r)]
+        found += [
+            Candidate(r[0], score, r[1], r[3])
+            for r, score in zip(kept, _bm25(kept, terms), strict=True)
+        ]
+        if matched < CANDIDATE_POOL or enough(found):
+            break
+        upper = min(r[0] for r in rows)
+    found.sort(key=lambda c: (-c.score, -c.message_id))
+    return found
+
+
+def ranked(
+    conn: sqlite3.Connection,
+    query: str,
+    *,
+    scope: Scope,
+    enough: Callable[[list[Candidate]], bool],
+    raw: bool = False,
+) -> tuple[list[Candidate], str]:
+    """Candidates best first, and which expression matched (``all``, ``any`` or ``raw``)."""
+    for kind, expr in _expressions(query, raw):
+        found = _candidates(conn, expr, scope, enough, query, raw)
+        if found:
+            return found, kind
+    return [], "raw" if raw else "all"
+
+
+def _find(text_lower: str, term: str) -> int:
+    """Where ``term`` (or the longest prefix of it, down to 3 letters) starts a word."""
+    term = term.lower()
+    if not term.isascii():
+        return text_lower.find(term)
+    for size in range(len(term), min(len(term), 3) - 1, -1):
+        m = re.search(r"\b" + re.escape(term[:size]), text_lower)
+        if m:
+            return m.start()
+    return -1
+
+
+def make_snippet(text: str, terms: Sequence[str], *, width: int = SNIPPET_CHARS) -> str:
+    """About ``width`` characters of ``text`` around the first match of ``terms``."""
+    lower = text.lower()
+    found = [p for p in (_find(lower, t) for t in terms) if p >= 0]
+    at = min(found) if found else 0
+    start = max(0, at - width // 3)
+    end = min(len(text), start + width)
+    body = " ".join(text[start:end].split())
+    return ("…" if start > 0 else "") + body + ("…" if end < len(text) else "")
+
+
+def hydrate(
+    conn: sqlite3.Connection, chosen: Sequence[Candidate], query: str
+) -> list[dict[str, Any]]:
+    """Hit dicts (snippet, flags, session) for the chosen candidates, in their order."""
+    if not chosen:
+        return []
+    terms = query_terms(query)
+    ids = [c.message_id for c in chosen]
+    rows = conn.execute(_DETAILS + f"({', '.join('?' * len(ids))})", ids).fetchall()
+    by_id = {r[0]: r for r in rows}
+    hits = []
+    for c in chosen:
+        r = by_id[c.message_id]
+        message = row_to_message(r[10:])
+        hits.append(
+            {
+                "session_id": r[1],
+                "message_id": r[0],
+                "role": r[2],
+                "snippet": make_snippet(indexed_text(message), terms),
+                "score": float(f"{c.score:.4g}"),
+                "timestamp": r[3],
+                "active": bool(r[4]),
+                "compacted": bool(r[5]),
+                "is_summary": bool(r[6]),
+                "tool_name": r[7],
+                "root_session_id": r[8],
+                "title": r[9],
+            }
+        )
+    return hits

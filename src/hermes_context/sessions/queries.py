@@ -1,0 +1,313 @@
+"""SQL over one connection: the building blocks ``SessionDB`` puts in transactions.
+
+Nothing here starts or ends a transaction; the caller (``SessionDB``) does.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..errors import StoreError
+from .errors import SessionNotFoundError
+from .rows import INSERT_COLUMNS, MESSAGE_COLUMNS, message_to_row, row_to_message, tool_names_of
+
+SESSION_COLUMNS = (
+    "id",
+    "parent_session_id",
+    "root_session_id",
+    "source",
+    "model",
+    "title",
+    "user_id",
+    "started_at",
+    "ended_at",
+    "end_reason",
+    "message_count",
+    "tool_call_count",
+    "compression_count",
+    "compressor_state",
+)
+SESSION_SELECT = f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions"
+_INSERT_MESSAGE = (
+    f"INSERT INTO messages ({', '.join(INSERT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * len(INSERT_COLUMNS))})"
+)
+# Columns of a message record (``get_message_records``), before the message columns.
+RECORD_COLUMNS = (
+    "id",
+    "session_id",
+    "seq",
+    "timestamp",
+    "token_estimate",
+    "active",
+    "compacted",
+    "is_summary",
+    "tool_name",
+    "compaction_id",
+)
+RECORD_SELECT = (
+    f"SELECT {', '.join('m.' + c for c in RECORD_COLUMNS + MESSAGE_COLUMNS)} FROM messages m"
+)
+# How many messages one ``executemany`` gets while importing, between progress calls.
+IMPORT_CHUNK = 500
+
+
+def new_session_id() -> str:
+    """A sortable, unique session id: ``YYYYmmdd_HHMMSS_<8 hex>`` (UTC)."""
+    return time.strftime("%Y%m%d_%H%M%S", time.gmtime()) + "_" + uuid.uuid4().hex[:8]
+
+
+def session_to_dict(row: Sequence[Any]) -> dict[str, Any]:
+    """A sessions row as a plain dict; the compressor state parsed from JSON."""
+    data = dict(zip(SESSION_COLUMNS, row, strict=True))
+    state = data["compressor_state"]
+    data["compressor_state"] = json.loads(state) if state else None
+    return data
+
+
+def record_to_dict(row: Sequence[Any]) -> dict[str, Any]:
+    """A ``RECORD_SELECT`` row as a record: ids, flags and the message itself."""
+    n = len(RECORD_COLUMNS)
+    data = dict(zip(RECORD_COLUMNS, row[:n], strict=True))
+    for flag in ("active", "compacted", "is_summary"):
+        data[flag] = bool(data[flag])
+    data["message"] = row_to_message(row[n:])
+    return data
+
+
+def fetch_session(conn: sqlite3.Connection, session_id: str) -> dict[str, Any] | None:
+    """The session row as a dict, or None."""
+    row = conn.execute(f"{SESSION_SELECT} WHERE id = ?", (session_id,)).fetchone()
+    return session_to_dict(row) if row else None
+
+
+def require_session(
+    conn: sqlite3.Connection,
+    session_id: str,
+    *,
+    user_id: str | None = None,
+    path: str | None = None,
+) -> dict[str, Any]:
+    """The session row; missing, or owned by another user than ``user_id``, is not found."""
+    session = fetch_session(conn, session_id)
+    if session is None or (user_id is not None and session["user_id"] != user_id):
+        raise SessionNotFoundError(session_id, path=path)
+    return session
+
+
+def list_sessions(
+    conn: sqlite3.Connection,
+    *,
+    limit: int,
+    source: str | None = None,
+    user_id: str | None = None,
+    exclude: str | None = None,
+    oldest_first: bool = False,
+) -> list[dict[str, Any]]:
+    """Sessions, newest first (or oldest), filtered by source, user and one excluded id."""
+    where, args = [], []
+    for column, value in (("source", source), ("user_id", user_id)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            args.append(value)
+    if exclude is not None:
+        where.append("id != ?")
+        args.append(exclude)
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    order = "ASC" if oldest_first else "DESC"
+    sql = f"{SESSION_SELECT}{clause} ORDER BY started_at {order}, rowid {order} LIMIT ?"
+    return [session_to_dict(r) for r in conn.execute(sql, (*args, limit))]
+
+
+def insert_session(
+    conn: sqlite3.Connection,
+    session_id: str | None,
+    *,
+    source: str,
+    model: str | None,
+    parent_session_id: str | None,
+    title: str | None,
+    user_id: str | None,
+    path: str | None = None,
+) -> str:
+    """Insert a session row; a child inherits its parent's lineage root and user."""
+    sid = session_id or new_session_id()
+    root = sid
+    if parent_session_id is not None:
+        parent = require_session(conn, parent_session_id, path=path)
+        root = parent["root_session_id"]
+        if user_id is None:
+            user_id = parent["user_id"]
+        elif parent["user_id"] not in (None, user_id):
+            raise StoreError(
+                f"session {parent_session_id!r} belongs to another user; a child session "
+                "must have the same user_id as its parent",
+                path=path,
+            )
+    try:
+        conn.execute(
+            "INSERT INTO sessions (id, parent_session_id, root_session_id, source, model, title,"
+            " user_id, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (sid, parent_session_id, root, source, model, title, user_id, time.time()),
+        )
+    except sqlite3.IntegrityError as exc:
+        raise StoreError(
+            f"session {sid!r} already exists; pass another id or none", path=path
+        ) from exc
+    return sid
+
+
+def _known_tool_names(conn: sqlite3.Connection, session_id: str) -> dict[str, str]:
+    """Tool call names of the session's latest assistant message that made calls."""
+    row = conn.execute(
+        "SELECT tool_calls FROM messages WHERE session_id = ? AND tool_calls IS NOT NULL "
+        "ORDER BY seq DESC LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    return tool_names_of({"tool_calls": json.loads(row[0])}) if row else {}
+
+
+def next_seq(conn: sqlite3.Connection, session_id: str) -> int:
+    """The position after the last row of the session (compacted rows included)."""
+    row = conn.execute("SELECT max(seq) FROM messages WHERE session_id = ?", (session_id,))
+    last = row.fetchone()[0]
+    return 0 if last is None else int(last) + 1
+
+
+def build_rows(
+    conn: sqlite3.Connection,
+    session_id: str,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    start_seq: int,
+    tool_names: Mapping[str, str] | None = None,
+) -> list[tuple[Any, ...]]:
+    """Rows for ``messages`` (validated), tool results named after their calls.
+
+    ``tool_names`` (call id -> name) seeds the lookup; otherwise a tool result
+    whose call is not in ``messages`` is named from the session's latest call.
+    """
+    names: dict[str, str] = dict(tool_names or {})
+    looked_up = tool_names is not None
+    now = time.time()
+    rows = []
+    for i, message in enumerate(messages):
+        if isinstance(message, Mapping):
+            call_id = str(message.get("tool_call_id"))
+            if message.get("role") == "tool" and not looked_up and call_id not in names:
+                names = {**_known_tool_names(conn, session_id), **names}
+                looked_up = True
+            names.update(tool_names_of(message))
+        rows.append(
+            message_to_row(
+                message, i, session_id=session_id, seq=start_seq + i, tool_names=names, now=now
+            )
+        )
+    return rows
+
+
+def insert_rows(conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> list[int]:
+    """Insert message rows; return their ids (contiguous: the write lock is held)."""
+    if not rows:
+        return []
+    found = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()
+    first = (found[0] if found else 0) + 1
+    conn.executemany(_INSERT_MESSAGE, rows)
+    return list(range(first, first + len(rows)))
+
+
+def append(
+    conn: sqlite3.Connection,
+    session_id: str,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> list[int]:
+    """Append messages at the end of a session and update its counters."""
+    rows = build_rows(conn, session_id, messages, start_seq=next_seq(conn, session_id))
+    ids: list[int] = []
+    step = IMPORT_CHUNK if progress else max(len(rows), 1)
+    for start in range(0, len(rows), step):
+        ids.extend(insert_rows(conn, rows[start : start + step]))
+        if progress:
+            progress(len(ids))
+    calls = sum(len(m["tool_calls"]) for m in messages if isinstance(m.get("tool_calls"), list))
+    conn.execute(
+        "UPDATE sessions SET message_count = message_count + ?, "
+        "tool_call_count = tool_call_count + ? WHERE id = ?",
+        (len(rows), calls, session_id),
+    )
+    return ids
+
+
+def refresh_counts(conn: sqlite3.Connection, session_id: str) -> None:
+    """Recount a session's live messages and tool calls (after a compaction)."""
+    conn.execute(
+        "UPDATE sessions SET "
+        "message_count = (SELECT count(*) FROM messages WHERE session_id = ?1 AND active = 1), "
+        "tool_call_count = (SELECT coalesce(sum(json_array_length(tool_calls)), 0) "
+        "FROM messages WHERE session_id = ?1 AND active = 1 AND tool_calls LIKE '[%') "
+        "WHERE id = ?1",
+        (session_id,),
+    )
+
+
+def load_records(
+    conn: sqlite3.Connection, session_id: str, *, include_compacted: bool = False
+) -> list[dict[str, Any]]:
+    """A session's message records: live ones in order, or every row in write order."""
+    if include_compacted:
+        sql = f"{RECORD_SELECT} WHERE m.session_id = ? ORDER BY m.id"
+    else:
+        sql = f"{RECORD_SELECT} WHERE m.session_id = ? AND m.active = 1 ORDER BY m.seq"
+    return [record_to_dict(r) for r in conn.execute(sql, (session_id,))]
+
+
+def load_messages(
+    conn: sqlite3.Connection, session_id: str, *, include_compacted: bool = False
+) -> list[dict[str, Any]]:
+    """A session's messages as the dicts that were stored."""
+    cols = ", ".join(MESSAGE_COLUMNS)
+    if include_compacted:
+        sql = f"SELECT {cols} FROM messages WHERE session_id = ? ORDER BY id"
+    else:
+        sql = f"SELECT {cols} FROM messages WHERE session_id = ? AND active = 1 ORDER BY seq"
+    return [row_to_message(r) for r in conn.execute(sql, (session_id,))]
+
+
+def subtree(conn: sqlite3.Connection, session_id: str) -> list[str]:
+    """The session and all its descendants, children before their parents."""
+    rows = conn.execute(
+        "WITH RECURSIVE t(id, depth) AS (SELECT ?, 0 UNION ALL "
+        "SELECT s.id, t.depth + 1 FROM sessions s JOIN t ON s.parent_session_id = t.id) "
+        "SELECT id FROM t ORDER BY depth DESC",
+        (session_id,),
+    )
+    return [r[0] for r in rows]
+
+
+def delete_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> int:
+    """Delete sessions (children first) with their messages; return messages deleted."""
+    deleted = 0
+    for sid in session_ids:
+        deleted += conn.execute("DELETE FROM messages WHERE session_id = ?", (sid,)).rowcount
+        conn.execute("DELETE FROM compactions WHERE session_id = ?", (sid,))
+        conn.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+    return deleted
+
+
+def ancestors(conn: sqlite3.Connection, session_id: str) -> list[str]:
+    """The session and the sessions it was rotated from, nearest first."""
+    rows = conn.execute(
+        "WITH RECURSIVE t(id, parent, depth) AS ("
+        "SELECT id, parent_session_id, 0 FROM sessions WHERE id = ? UNION ALL "
+        "SELECT s.id, s.parent_session_id, t.depth + 1 FROM sessions s JOIN t ON s.id = t.parent)"
+        " SELECT id FROM t ORDER BY depth",
+        (session_id,),
+    )
+    return [r[0] for r in rows]

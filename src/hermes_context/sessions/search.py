@@ -1,0 +1,352 @@
+"""Full-text search over stored messages and the four modes of ``session_search``.
+
+No LLM is called: discover ranks FTS5 hits (bm25) and groups them by lineage
+root, scroll shows the messages around one message, read shows a session
+(its head and tail when long), browse lists recent conversations.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ..messages import content_text
+from . import queries
+from .errors import SessionNotFoundError
+from .hits import Candidate, Scope, hydrate, ranked
+from .rows import MESSAGE_COLUMNS, row_to_message
+
+SORTS = ("newest", "oldest")
+DEFAULT_LIMIT = 3
+MAX_LIMIT = 10  # results an agent gets at once; more floods its context
+DEFAULT_WINDOW = 5
+MAX_WINDOW = 20
+HITS_PER_GROUP = 3  # hits shown per conversation in discover mode
+READ_HEAD = 20  # a long session is read as its first READ_HEAD ...
+READ_TAIL = 10  # ... and last READ_TAIL messages
+MESSAGE_CHARS = 1_500  # per message in scroll/read; recall gives the full text
+PREVIEW_CHARS = 160
+
+
+def iso(ts: float | None) -> str | None:
+    """Unix time as ISO-8601 UTC with seconds, for tool results."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="seconds")
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f" … [{len(text) - limit} more characters]"
+
+
+def search(
+    conn: sqlite3.Connection,
+    query: str,
+    *,
+    limit: int = DEFAULT_LIMIT,
+    exclude_session_id: str | None = None,
+    user_id: str | None = None,
+    raw: bool = False,
+) -> list[dict[str, Any]]:
+    """Best-ranked matching messages (see ``SessionDB.search``)."""
+    excluded = queries.ancestors(conn, exclude_session_id) if exclude_session_id else []
+    scope = Scope(user_id=user_id, excluded=frozenset(excluded))
+    found, _ = ranked(conn, query, scope=scope, enough=lambda c: len(c) >= limit, raw=raw)
+    return hydrate(conn, found[:limit], query)
+
+
+def _enough_roots(limit: int) -> Callable[[list[Candidate]], bool]:
+    return lambda found: len({c.root_session_id for c in found}) >= limit
+
+
+def _choose(found: Sequence[Candidate], limit: int) -> list[Candidate]:
+    """The best hits of the best ``limit`` lineages, at most HITS_PER_GROUP each."""
+    per_root: dict[str, int] = {}
+    chosen = []
+    for c in found:
+        if c.root_session_id not in per_root:
+            if len(per_root) == limit:
+                continue
+            per_root[c.root_session_id] = 0
+        if per_root[c.root_session_id] < HITS_PER_GROUP:
+            per_root[c.root_session_id] += 1
+            chosen.append(c)
+    return chosen
+
+
+def _group(hits: Sequence[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
+    groups: dict[str, dict[str, Any]] = {}
+    for hit in hits:
+        root = hit["root_session_id"]
+        if root not in groups:
+            groups[root] = {
+                "root_session_id": root,
+                "title": hit["title"],
+                "best_score": hit["score"],
+                "session_ids": [],
+                "hits": [],
+            }
+        group = groups[root]
+        if hit["session_id"] not in group["session_ids"]:
+            group["session_ids"].append(hit["session_id"])
+        group["hits"].append(_tool_hit(hit))
+    for group in groups.values():
+        group["hits"].sort(key=lambda h: h["time"] or "", reverse=sort == "newest")
+    return list(groups.values())
+
+
+def _tool_hit(hit: dict[str, Any]) -> dict[str, Any]:
+    out = {k: hit[k] for k in ("session_id", "message_id", "role", "snippet", "score")}
+    out["time"] = iso(hit["timestamp"])
+    if hit["tool_name"]:
+        out["tool_name"] = hit["tool_name"]
+    if hit["compacted"]:
+        out["compacted"] = True  # summarised away; session_recall on its summary gets it back
+    if hit["is_summary"]:
+        out["is_summary"] = True
+    return out
+
+
+def discover(
+    conn: sqlite3.Connection,
+    query: str,
+    *,
+    limit: int,
+    sort: str,
+    session_id: str | None,
+    current_session_id: str | None,
+    user_id: str | None,
+    raw: bool = False,
+) -> dict[str, Any]:
+    """Discover mode: ranked hits grouped by lineage root, the current context excluded."""
+    only = None
+    if session_id is not None:
+        queries.require_session(conn, session_id, user_id=user_id)
+        only = frozenset(queries.ancestors(conn, session_id))
+    excluded = queries.ancestors(conn, current_session_id) if current_session_id else []
+    scope = Scope(user_id=user_id, excluded=frozenset(excluded), only=only)
+    found, kind = ranked(conn, query, scope=scope, enough=_enough_roots(limit), raw=raw)
+    results = _group(hydrate(conn, _choose(found, limit), query), sort)
+    return {
+        "mode": "discover",
+        "query": query,
+        "match": kind,
+        "count": len(results),
+        "results": results,
+    }
+
+
+def message_entry(record: dict[str, Any], *, chars: int = MESSAGE_CHARS) -> dict[str, Any]:
+    """A stored message as a tool result shows it: ids, flags, clipped text."""
+    message = record["message"]
+    out: dict[str, Any] = {"message_id": record["id"], "role": message["role"]}
+    out["content"] = _clip(content_text(message.get("content")), chars)
+    calls = []
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict):
+            args = fn.get("arguments")
+            calls.append({"name": fn.get("name"), "arguments": _clip(str(args or ""), chars)})
+    if calls:
+        out["tool_calls"] = calls
+    if record["tool_name"]:
+        out["tool_name"] = record["tool_name"]
+    out["time"] = iso(record["timestamp"])
+    if record["compacted"]:
+        out["compacted"] = True
+    if record["is_summary"]:
+        out["is_summary"] = True
+    return out
+
+
+def _neighbours(
+    conn: sqlite3.Connection, record: dict[str, Any], window: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool, bool]:
+    # A live message is shown among live ones; a compacted one in write order.
+    key, live = ("m.seq", " AND m.active = 1") if record["active"] else ("m.id", "")
+    value = record["seq"] if record["active"] else record["id"]
+    base = f"{queries.RECORD_SELECT} WHERE m.session_id = ?{live} AND {key}"
+    before = conn.execute(
+        f"{base} < ? ORDER BY {key} DESC LIMIT ?", (record["session_id"], value, window + 1)
+    ).fetchall()
+    after = conn.execute(
+        f"{base} > ? ORDER BY {key} ASC LIMIT ?", (record["session_id"], value, window + 1)
+    ).fetchall()
+    more_before, more_after = len(before) > window, len(after) > window
+    prior = [queries.record_to_dict(r) for r in reversed(before[:window])]
+    later = [queries.record_to_dict(r) for r in after[:window]]
+    return prior, later, more_before, more_after
+
+
+def scroll(
+    conn: sqlite3.Connection,
+    around_message_id: int,
+    *,
+    session_id: str | None,
+    window: int,
+    user_id: str | None,
+) -> dict[str, Any]:
+    """Scroll mode: ``window`` messages either side of one message."""
+    row = conn.execute(f"{queries.RECORD_SELECT} WHERE m.id = ?", (around_message_id,)).fetchone()
+    record = queries.record_to_dict(row) if row else None
+    if record is None or (session_id is not None and record["session_id"] != session_id):
+        raise SessionNotFoundError(session_id or "?", message_id=around_message_id)
+    queries.require_session(conn, record["session_id"], user_id=user_id)
+    prior, later, more_before, more_after = _neighbours(conn, record, window)
+    return {
+        "mode": "scroll",
+        "session_id": record["session_id"],
+        "around_message_id": around_message_id,
+        "window": window,
+        "messages": [message_entry(r) for r in (*prior, record, *later)],
+        "more_before": more_before,
+        "more_after": more_after,
+    }
+
+
+def session_entry(session: dict[str, Any]) -> dict[str, Any]:
+    """A session as a tool result shows it."""
+    out = {
+        "session_id": session["id"],
+        "title": session["title"],
+        "source": session["source"],
+        "model": session["model"],
+        "started_at": iso(session["started_at"]),
+        "ended_at": iso(session["ended_at"]),
+        "end_reason": session["end_reason"],
+        "message_count": session["message_count"],
+    }
+    if session["parent_session_id"]:
+        out["parent_session_id"] = session["parent_session_id"]
+    if session["root_session_id"] != session["id"]:
+        out["root_session_id"] = session["root_session_id"]
+    return out
+
+
+def read(conn: sqlite3.Connection, session_id: str, *, user_id: str | None) -> dict[str, Any]:
+    """Read mode: a whole session, or its first and last messages when it is long."""
+    session = queries.require_session(conn, session_id, user_id=user_id)
+    records = queries.load_records(conn, session_id)
+    omitted = 0
+    if len(records) > READ_HEAD + READ_TAIL:
+        omitted = len(records) - READ_HEAD - READ_TAIL
+        records = records[:READ_HEAD] + records[-READ_TAIL:]
+    return {
+        "mode": "read",
+        "session": session_entry(session),
+        "messages": [message_entry(r) for r in records],
+        "omitted": omitted,
+        "omitted_after_message_id": records[READ_HEAD - 1]["id"] if omitted else None,
+    }
+
+
+def _preview(conn: sqlite3.Connection, session_id: str) -> str:
+    row = conn.execute(
+        f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE session_id = ? "
+        "AND role = 'user' AND active = 1 AND is_summary = 0 ORDER BY seq LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    if row is None:
+        return ""
+    text = content_text(row_to_message(row).get("content"))
+    return _clip(" ".join(text.split()), PREVIEW_CHARS)
+
+
+def browse(
+    conn: sqlite3.Connection,
+    *,
+    limit: int,
+    sort: str,
+    current_session_id: str | None,
+    user_id: str | None,
+) -> dict[str, Any]:
+    """Browse mode: recent conversations (one entry per lineage), the current one excluded."""
+    where, args = [], []
+    if user_id is not None:
+        where.append("user_id = ?")
+        args.append(user_id)
+    current = queries.fetch_session(conn, current_session_id) if current_session_id else None
+    if current is not None:
+        where.append("root_session_id != ?")
+        args.append(current["root_session_id"])
+    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    order = "max(started_at) DESC" if sort == "newest" else "min(started_at) ASC"
+    roots = conn.execute(
+        f"SELECT root_session_id, count(*) FROM sessions {clause} "
+        f"GROUP BY root_session_id ORDER BY {order} LIMIT ?",
+        (*args, limit),
+    ).fetchall()
+    sessions = []
+    for root, count in roots:
+        latest = conn.execute(
+            f"{queries.SESSION_SELECT} WHERE root_session_id = ? ORDER BY started_at DESC, "
+            "rowid DESC LIMIT 1",
+            (root,),
+        ).fetchone()
+        entry = session_entry(queries.session_to_dict(latest))
+        entry["preview"] = _preview(conn, root)
+        entry["sessions_in_lineage"] = count
+        sessions.append(entry)
+    return {"mode": "browse", "sort": sort, "count": len(sessions), "sessions": sessions}
+
+
+def _bounded(value: Any, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer from {low} to {high}, got {value!r}")
+    return min(max(value, low), high)
+
+
+def session_search(
+    conn: sqlite3.Connection,
+    *,
+    query: str | None = None,
+    session_id: str | None = None,
+    around_message_id: int | None = None,
+    window: int = DEFAULT_WINDOW,
+    limit: int = DEFAULT_LIMIT,
+    sort: str = "newest",
+    current_session_id: str | None = None,
+    user_id: str | None = None,
+    raw: bool = False,
+) -> dict[str, Any]:
+    """The ``session_search`` tool; the mode follows from the arguments given.
+
+    ``query`` -> discover (within ``session_id`` when given); ``around_message_id``
+    -> scroll; ``session_id`` alone -> read; nothing -> browse. ``limit`` is
+    clamped to 1-10 and ``window`` to 1-20.
+
+    Raises:
+        ValueError: ``sort`` is not newest/oldest, or a number is not an integer.
+        SessionNotFoundError: the session or message does not exist for this user.
+        SearchQueryError: a raw query is malformed.
+    """
+    for key, value in (("query", query), ("session_id", session_id)):
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"{key} must be a string, got {value!r}")
+    if sort not in SORTS:
+        raise ValueError(f"sort must be 'newest' or 'oldest', got {sort!r}")
+    limit = _bounded(limit, "limit", 1, MAX_LIMIT)
+    window = _bounded(window, "window", 1, MAX_WINDOW)
+    if query is not None and query.strip():
+        return discover(
+            conn,
+            query,
+            limit=limit,
+            sort=sort,
+            session_id=session_id,
+            current_session_id=current_session_id,
+            user_id=user_id,
+            raw=raw,
+        )
+    if around_message_id is not None:
+        around = _bounded(around_message_id, "around_message_id", 1, 2**63 - 1)
+        return scroll(conn, around, session_id=session_id, window=window, user_id=user_id)
+    if session_id is not None:
+        return read(conn, session_id, user_id=user_id)
+    return browse(
+        conn, limit=limit, sort=sort, current_session_id=current_session_id, user_id=user_id
+    )

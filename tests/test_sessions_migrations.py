@@ -1,0 +1,117 @@
+"""Schema migrations, old and new databases, and files that are not a session database."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from hermes_context import SessionDB, StoreError
+from hermes_context.sessions import SCHEMA_VERSION
+from hermes_context.sessions.migrations import MIGRATIONS, migrate
+
+
+def test_migrations_are_numbered_without_gaps():
+    assert [m.version for m in MIGRATIONS] == list(range(1, len(MIGRATIONS) + 1))
+    assert SCHEMA_VERSION == MIGRATIONS[-1].version
+    assert len({m.name for m in MIGRATIONS}) == len(MIGRATIONS)
+
+
+def test_new_database_gets_every_migration_logged(tmp_path):
+    SessionDB(tmp_path / "state.db").close()
+    conn = sqlite3.connect(tmp_path / "state.db")
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    logged = conn.execute("SELECT version, name FROM schema_migrations ORDER BY version").fetchall()
+    assert logged == [(m.version, m.name) for m in MIGRATIONS]
+    conn.close()
+
+
+def _version_1_database(path):
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert migrate(conn, target=1) == 1
+    conn.execute(
+        "INSERT INTO sessions (id, root_session_id, source, started_at) VALUES ('old', 'old', 'cli', 1.0)"
+    )
+    conn.execute(
+        "INSERT INTO messages (session_id, seq, role, content, timestamp, token_estimate) "
+        "VALUES ('old', 0, 'user', 'platypus written by version one', 1.0, 9)"
+    )
+    conn.close()
+
+
+def test_older_database_opens_and_upgrades_keeping_data(tmp_path):
+    path = tmp_path / "state.db"
+    _version_1_database(path)
+    with SessionDB(path) as db:
+        assert db.get_messages("old") == [
+            {"role": "user", "content": "platypus written by version one"}
+        ]
+        # Migration 2 indexed the rows that were already there.
+        assert [h["session_id"] for h in db.search("platypus")] == ["old"]
+        # Migration 3 added the compaction columns.
+        assert db.get_session("old")["compression_count"] == 0
+        db.save_compressor_state("old", {"strikes": 1})
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn.close()
+
+
+def test_newer_database_is_refused_untouched(tmp_path):
+    path = tmp_path / "state.db"
+    SessionDB(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError) as info:
+        SessionDB(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert f"schema version {SCHEMA_VERSION + 5}" in message and "upgrade hermes-context" in message
+    assert info.value.path == str(path)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"this is my shopping list, not a database\n" * 10,
+        b"\x00" * 4096,
+        b"SQLite format 2\x00" + b"\x00" * 200,
+    ],
+)
+def test_non_sqlite_file_is_refused_and_never_overwritten(tmp_path, payload):
+    path = tmp_path / "state.db"
+    path.write_bytes(payload)
+    with pytest.raises(StoreError) as info:
+        SessionDB(path)
+    assert str(info.value).startswith(f"{path} is not an SQLite database")
+    assert path.read_bytes() == payload
+    assert not (tmp_path / "state.db-wal").exists()
+
+
+def test_corrupt_sqlite_file_gets_a_clear_error(tmp_path):
+    path = tmp_path / "state.db"
+    with SessionDB(path) as db:
+        sid = db.create_session()
+        db.append_messages(sid, [{"role": "user", "content": "x" * 500}] * 50)
+    data = bytearray(path.read_bytes())
+    data[100:4096] = b"\xff" * (4096 - 100)  # wreck the schema page, keep the header
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError) as info:
+        SessionDB(path)
+    assert str(info.value).startswith(f"{path} cannot be read as a session database")
+    assert path.read_bytes() == bytes(data)
+
+
+def test_folder_at_the_path_is_refused(tmp_path):
+    with pytest.raises(StoreError, match="is a folder"):
+        SessionDB(tmp_path)
+
+
+def test_empty_file_becomes_a_database(tmp_path):
+    path = tmp_path / "state.db"
+    path.touch()
+    with SessionDB(path) as db:
+        assert db.list_sessions() == []

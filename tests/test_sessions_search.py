@@ -1,0 +1,199 @@
+"""session_search: discover, scroll, read and browse modes, scoping and limits."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hermes_context import CompressionResult
+from hermes_context.sessions import SessionNotFoundError
+from hermes_context.sessions.search import MAX_LIMIT
+
+
+def _session(session_db, sid, texts, **kwargs):
+    session_db.create_session(sid, **kwargs)
+    return session_db.append_messages(
+        sid,
+        [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": t}
+            for i, t in enumerate(texts)
+        ],
+    )
+
+
+def test_mode_is_inferred_from_arguments(session_db):
+    ids = _session(session_db, "a", ["hello there", "general kenobi"])
+    assert session_db.session_search(query="kenobi")["mode"] == "discover"
+    assert session_db.session_search(session_id="a", around_message_id=ids[0])["mode"] == "scroll"
+    assert session_db.session_search(around_message_id=ids[0])["mode"] == "scroll"
+    assert session_db.session_search(session_id="a")["mode"] == "read"
+    assert session_db.session_search()["mode"] == "browse"
+    assert session_db.session_search(query="   ")["mode"] == "browse"
+
+
+def test_discover_groups_by_lineage_root_and_excludes_current(session_db):
+    _session(session_db, "old", ["we chose postgres for the ledger"], title="session_db choice")
+    _session(session_db, "old-child", ["postgres tuning notes"], parent_session_id="old")
+    _session(session_db, "other", ["postgres backup cron"], title="ops")
+    _session(session_db, "current", ["postgres again?"])
+    out = session_db.session_search(query="postgres", current_session_id="current", limit=5)
+    assert out["match"] == "all"
+    roots = {g["root_session_id"]: g for g in out["results"]}
+    assert set(roots) == {"old", "other"}
+    assert sorted(roots["old"]["session_ids"]) == ["old", "old-child"]
+    assert len(roots["old"]["hits"]) == 2
+    assert out["count"] == 2
+    hit = roots["other"]["hits"][0]
+    assert set(hit) == {"session_id", "message_id", "role", "snippet", "score", "time"}
+    assert hit["snippet"] == "postgres backup cron"
+    json.dumps(out)  # a tool result: plain JSON
+
+
+def test_discover_limit_counts_conversations_and_is_clamped(session_db):
+    for i in range(12):
+        _session(session_db, f"s{i}", [f"capybara number {i}"])
+    assert session_db.session_search(query="capybara")["count"] == 3
+    assert session_db.session_search(query="capybara", limit=50)["count"] == MAX_LIMIT
+    assert session_db.session_search(query="capybara", limit=0)["count"] == 1
+
+
+def test_discover_sort_orders_hits_within_a_conversation(session_db):
+    session_db.create_session("s")
+    for t in (1000.0, 3000.0, 2000.0):
+        session_db.append_messages("s", [{"role": "user", "content": "ocelot", "timestamp": t}])
+    newest = session_db.session_search(query="ocelot")["results"][0]["hits"]
+    oldest = session_db.session_search(query="ocelot", sort="oldest")["results"][0]["hits"]
+    assert [h["time"][11:19] for h in newest] == ["00:50:00", "00:33:20", "00:16:40"]
+    assert [h["time"] for h in oldest] == [h["time"] for h in reversed(newest)]
+
+
+def test_discover_within_one_session(session_db):
+    _session(session_db, "a", ["lemur facts"])
+    _session(session_db, "b", ["lemur myths"])
+    out = session_db.session_search(query="lemur", session_id="b")
+    assert [g["root_session_id"] for g in out["results"]] == ["b"]
+
+
+def test_current_session_compacted_originals_are_still_found(session_db):
+    ids = _session(session_db, "cur", ["the axolotl secret is 42", "noted", "what was it?"])
+    before = session_db.get_messages("cur")
+    summary = {
+        "role": "user",
+        "content": "summary: a secret was shared",
+        "_compressed_summary": True,
+    }
+    result = CompressionResult(
+        messages=[summary, before[2]], tokens_before=30, tokens_after=10, dropped=2,
+        lineage=[[0, 1], [2]],
+    )  # fmt: skip
+    session_db.persist_compression("cur", before, result)
+    out = session_db.session_search(query="axolotl", current_session_id="cur")
+    [group] = out["results"]
+    [hit] = group["hits"]
+    assert (hit["message_id"], hit["compacted"]) == (ids[0], True)
+    # What the current context still holds is not returned.
+    assert session_db.session_search(query="what", current_session_id="cur")["results"] == []
+
+
+def test_scroll_shows_window_around_message(session_db):
+    ids = _session(session_db, "s", [f"line {i}" for i in range(30)])
+    out = session_db.session_search(session_id="s", around_message_id=ids[10], window=2)
+    assert [m["content"] for m in out["messages"]] == [f"line {i}" for i in range(8, 13)]
+    assert (out["more_before"], out["more_after"]) == (True, True)
+    edge = session_db.session_search(session_id="s", around_message_id=ids[0], window=3)
+    assert [m["message_id"] for m in edge["messages"]] == ids[:4]
+    assert edge["more_before"] is False
+    wide = session_db.session_search(session_id="s", around_message_id=ids[15], window=99)
+    assert len(wide["messages"]) == 30 and wide["window"] == 20
+    default = session_db.session_search(session_id="s", around_message_id=ids[15])
+    assert len(default["messages"]) == 11
+
+
+def test_scroll_wrong_session_is_not_found(session_db):
+    ids = _session(session_db, "a", ["x"])
+    _session(session_db, "b", ["y"])
+    with pytest.raises(SessionNotFoundError, match=f"message {ids[0]} not found in session 'b'"):
+        session_db.session_search(session_id="b", around_message_id=ids[0])
+
+
+def test_read_long_session_shows_head_and_tail(session_db):
+    ids = _session(session_db, "s", [f"m{i}" for i in range(45)], title="long")
+    out = session_db.session_search(session_id="s")
+    assert [m["content"] for m in out["messages"]] == [
+        f"m{i}" for i in list(range(20)) + list(range(35, 45))
+    ]
+    assert (out["omitted"], out["omitted_after_message_id"]) == (15, ids[19])
+    assert out["session"]["title"] == "long" and out["session"]["message_count"] == 45
+
+
+def test_read_short_session_whole_and_clips_long_content(session_db):
+    _session(session_db, "s", ["a", "b" * 5000])
+    out = session_db.session_search(session_id="s")
+    assert out["omitted"] == 0 and len(out["messages"]) == 2
+    assert out["messages"][1]["content"] == "b" * 1500 + " … [3500 more characters]"
+
+
+def test_browse_lists_lineages_newest_first_without_current(session_db):
+    _session(session_db, "first", ["hello first"], title="one")
+    _session(session_db, "second", ["hello second"], title="two")
+    _session(session_db, "second-b", ["continued"], parent_session_id="second", title="two")
+    _session(session_db, "mine", ["me"])
+    out = session_db.session_search(current_session_id="mine")
+    assert [s["session_id"] for s in out["sessions"]] == ["second-b", "first"]
+    top = out["sessions"][0]
+    assert (top["root_session_id"], top["sessions_in_lineage"], top["preview"]) == (
+        "second",
+        2,
+        "hello second",
+    )
+    oldest = session_db.session_search(sort="oldest", current_session_id="mine")
+    assert [s["session_id"] for s in oldest["sessions"]] == ["first", "second-b"]
+    assert session_db.session_search(limit=1, current_session_id="mine")["count"] == 1
+
+
+def test_everything_is_scoped_by_user(session_db):
+    _session(session_db, "alice-1", ["alice likes tea"], user_id="alice")
+    bob_ids = _session(session_db, "bob-1", ["bob likes tea"], user_id="bob")
+    found = session_db.session_search(query="tea", user_id="alice")
+    assert [g["root_session_id"] for g in found["results"]] == ["alice-1"]
+    browse = session_db.session_search(user_id="alice")
+    assert [s["session_id"] for s in browse["sessions"]] == ["alice-1"]
+    for kwargs in (
+        {"session_id": "bob-1"},
+        {"session_id": "bob-1", "around_message_id": bob_ids[0]},
+        {"around_message_id": bob_ids[0]},
+        {"query": "tea", "session_id": "bob-1"},
+    ):
+        with pytest.raises(SessionNotFoundError, match="not found"):
+            session_db.session_search(user_id="alice", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"sort": "random"}, "sort must be 'newest' or 'oldest'"),
+        ({"limit": "3"}, "limit must be an integer"),
+        ({"window": 2.5, "around_message_id": 1}, "window must be an integer"),
+        ({"query": 5}, "query must be a string"),
+    ],
+)
+def test_bad_arguments(session_db, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        session_db.session_search(**kwargs)
+
+
+def test_tool_message_entries_show_calls_and_names(session_db):
+    session_db.create_session("s")
+    call = {"id": "c", "type": "function", "function": {"name": "grep", "arguments": '{"p": "x"}'}}
+    session_db.append_messages(
+        "s",
+        [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c", "content": "a.py:1: x"},
+        ],
+    )
+    first, second = session_db.session_search(session_id="s")["messages"]
+    assert first["tool_calls"] == [{"name": "grep", "arguments": '{"p": "x"}'}]
+    assert first["content"] == ""
+    assert (second["tool_name"], second["content"]) == ("grep", "a.py:1: x")
