@@ -178,3 +178,52 @@ def test_installed_script_compresses_the_example():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"{EXAMPLE}: 242 messages, 84,460 -> ")
+
+
+# -- compress --session --------------------------------------------------------
+
+
+@pytest.fixture
+def stored(session_db):
+    messages = generate_transcript(150, seed=33)
+    sid = session_db.create_session(title="stored work")
+    session_db.append_messages(sid, messages)
+    return sid, messages
+
+
+def test_session_in_place_keeps_originals(stored, session_db):
+    sid, messages = stored
+    res = run("compress", "--session", sid, "--context-length", "8000")
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[-1] == f"persisted in session {sid}"
+    live = session_db.get_messages(sid)
+    assert len(live) < len(messages) and any(m.get("_compressed_summary") for m in live)
+    everything = session_db.get_messages(sid, include_compacted=True)
+    assert len(everything) > len(live)
+    assert session_db.get_session(sid)["compressor_state"]["compression_count"] == 1
+
+
+def test_session_rotate_starts_a_child(stored, session_db):
+    sid, _ = stored
+    res = run("compress", "--session", sid, "--context-length", "8000", "--rotate", "--json")
+    data = json.loads(res.stdout)
+    child = data["session_id"]
+    assert child != sid
+    assert session_db.get_session(child)["parent_session_id"] == sid
+    assert session_db.get_session(sid)["end_reason"] == "compression"
+
+
+def test_session_dry_run_changes_nothing(stored, session_db):
+    sid, messages = stored
+    res = run("compress", "--session", sid, "--context-length", "8000", "--dry-run")
+    assert res.output.splitlines()[-1] == "dry run: nothing was written"
+    assert session_db.get_messages(sid) == messages
+
+
+def test_session_errors():
+    res = CliRunner().invoke(cli, ["compress", "--session", "nope"])
+    assert res.exit_code == 4 and res.output.startswith("error: no session 'nope' in ")
+    res = CliRunner().invoke(cli, ["compress"])
+    assert res.exit_code == 2 and "give either INPUT or --session ID" in res.output
+    res = CliRunner().invoke(cli, ["compress", "x.json", "--rotate"])
+    assert res.exit_code == 2 and "--rotate only applies with --session" in res.output

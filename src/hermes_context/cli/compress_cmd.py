@@ -10,6 +10,7 @@ from ..compression import CompressionResult, ContextCompressor
 from ..config import Config, load_config
 from ._common import (
     EXIT_LLM,
+    NotFoundError,
     emit_json,
     handle_errors,
     home_option,
@@ -80,8 +81,49 @@ def _print_report(
         console.print(note, style="dim")
 
 
+def _compress_session(
+    cfg: Config,
+    session_id: str,
+    compressor: ContextCompressor,
+    *,
+    persist: bool,
+    in_place: bool,
+    force: bool,
+    focus: str | None,
+    target_tokens: int | None,
+) -> tuple[list[dict[str, Any]], CompressionResult, str | None]:
+    from ..sessions import DB_FILENAME, SessionDB, attach_compressor
+    from ..sessions.compaction import compress_session
+
+    db = SessionDB(cfg.hermes_home / DB_FILENAME)
+    try:
+        if db.get_session(session_id) is None:
+            raise NotFoundError(
+                f"no session {session_id!r} in {db.path}: see 'hermes-context sessions list'"
+            )
+        messages = db.get_messages(session_id)
+        if persist:
+            carried, result = compress_session(
+                db,
+                session_id,
+                compressor,
+                in_place=in_place,
+                force=force,
+                focus=focus,
+                target_tokens=target_tokens,
+            )
+            return messages, result, carried
+        attach_compressor(db, session_id, compressor)
+        result = compressor.compress(
+            messages, force=force, focus=focus, target_tokens=target_tokens
+        )
+        return messages, result, None
+    finally:
+        db.close()
+
+
 @click.command()
-@click.argument("input_path", metavar="INPUT", type=str)
+@click.argument("input_path", metavar="[INPUT]", type=str, required=False)
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False), help="Write the compressed messages here."
 )
@@ -106,6 +148,16 @@ def _print_report(
 @click.option("--base-url", help="OpenAI-compatible endpoint for the summary model.")
 @click.option("--api-key-env", help="Environment variable holding the API key.")
 @click.option("--summary-model", help="Model name for summaries.")
+@click.option(
+    "--session",
+    "session_id",
+    help="Compress this stored session (state.db) and persist the result.",
+)
+@click.option(
+    "--rotate",
+    is_flag=True,
+    help="With --session: carry on in a child session instead of in place.",
+)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file.")
 @home_option
 @json_option
@@ -123,6 +175,8 @@ def compress(
     base_url: str | None,
     api_key_env: str | None,
     summary_model: str | None,
+    session_id: str | None,
+    rotate: bool,
     config_path: str | None,
     hermes_home: str | None,
     as_json: bool,
@@ -130,22 +184,49 @@ def compress(
     """Compress the OpenAI messages in INPUT (JSON array, JSONL, or {"messages": [...]}; - for stdin).
 
     Prints the loss report. The result goes to -o FILE, or to stdout with --json.
+    With --session ID the stored session is compressed and the result persisted
+    (in place by default: originals kept as compacted rows; --rotate for a child).
     """
+    if bool(input_path) == bool(session_id):
+        raise click.UsageError("give either INPUT or --session ID")
+    if rotate and not session_id:
+        raise click.UsageError("--rotate only applies with --session")
     overrides = _llm_overrides(base_url, api_key_env, summary_model)
     if overrides and use_llm is None:
         use_llm = True
     cfg = load_config(config_path, hermes_home=hermes_home, overrides=overrides)
-    messages = read_messages(input_path)
     compressor = _build_compressor(cfg, context_length=context_length, model=model, use_llm=use_llm)
-    result = compressor.compress(messages, force=force, focus=focus, target_tokens=target_tokens)
+    carried = None
+    if session_id:
+        messages, result, carried = _compress_session(
+            cfg,
+            session_id,
+            compressor,
+            persist=not dry_run,
+            in_place=not rotate,
+            force=force,
+            focus=focus,
+            target_tokens=target_tokens,
+        )
+        input_path = f"session {session_id}"
+    else:
+        messages = read_messages(input_path)
+        result = compressor.compress(
+            messages, force=force, focus=focus, target_tokens=target_tokens
+        )
     if output and not dry_run and not result.aborted:
         write_messages(output, result.messages)
     if as_json:
-        emit_json(_result_json(result, include_messages=not output and not dry_run))
+        data = _result_json(result, include_messages=not output and not dry_run)
+        if session_id:
+            data["session_id"] = carried or session_id
+        emit_json(data)
     else:
         note = None
         if dry_run:
             note = "dry run: nothing was written"
+        elif session_id and not result.aborted:
+            note = f"persisted in session {carried}" + (" (rotated)" if rotate else "")
         elif output and not result.aborted:
             note = f"wrote {output}"
         elif not output:

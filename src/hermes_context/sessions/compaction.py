@@ -332,6 +332,7 @@ def compress_session(
     in_place: bool = True,
     force: bool = False,
     focus: str | None = None,
+    target_tokens: int | None = None,
 ) -> tuple[str, CompressionResult]:
     """Compress a stored session and persist the result (``compress --session``).
 
@@ -344,7 +345,7 @@ def compress_session(
     """
     attach_compressor(db, session_id, compressor)
     before = db.get_messages(session_id)
-    result = compressor.compress(before, force=force, focus=focus)
+    result = compressor.compress(before, force=force, focus=focus, target_tokens=target_tokens)
     if result.compressor_state is None:
         result.compressor_state = compressor.get_state()
     carried = db.persist_compression(session_id, before, result, in_place=in_place)
