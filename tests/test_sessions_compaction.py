@@ -266,7 +266,7 @@ class FakeCompressor:
     def set_state(self, state):
         self.state = dict(state)
 
-    def compress(self, messages, *, force=False, focus=None):
+    def compress(self, messages, *, force=False, focus=None, target_tokens=None):
         self.calls.append((list(messages), force, focus, dict(self.state)))
         return self.result
 

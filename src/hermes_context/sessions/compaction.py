@@ -33,7 +33,12 @@ class Compressor(Protocol):
     """What ``compress_session`` needs of a compressor (``ContextCompressor`` has it)."""
 
     def compress(
-        self, messages: list[dict[str, Any]], *, force: bool = False, focus: str | None = None
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        force: bool = False,
+        focus: str | None = None,
+        target_tokens: int | None = None,
     ) -> CompressionResult:
         """Compress ``messages``; never mutate them."""
         ...
