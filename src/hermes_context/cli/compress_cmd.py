@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import click
@@ -37,17 +38,17 @@ def _llm_overrides(
 def _build_compressor(
     cfg: Config, *, context_length: int | None, model: str | None, use_llm: bool | None
 ) -> ContextCompressor:
-    def on_status(event: str, data: dict[str, Any]) -> None:
-        if event == "compression_started" and use_llm is not False and cfg.llm_configured:
-            stderr_console().print("[dim]asking the summary model...[/dim]")
-
     return ContextCompressor.from_config(
-        cfg,
-        context_length=context_length,
-        model=model or "",
-        use_llm=use_llm,
-        status_callback=on_status,
+        cfg, context_length=context_length, model=model or "", use_llm=use_llm
     )
+
+
+def _working(compressor: ContextCompressor) -> Any:
+    """A spinner on stderr while an LLM summarises (the only slow step); a no-op otherwise."""
+    if compressor.summarizer is None:
+        return contextlib.nullcontext()
+    name = getattr(compressor.summarizer, "model", None) or "the summary model"
+    return stderr_console().status(f"summarising with {name}...")
 
 
 def _result_json(result: CompressionResult, *, include_messages: bool) -> dict[str, Any]:
@@ -197,23 +198,25 @@ def compress(
     cfg = load_config(config_path, hermes_home=hermes_home, overrides=overrides)
     compressor = _build_compressor(cfg, context_length=context_length, model=model, use_llm=use_llm)
     carried = None
+    with _working(compressor):
+        if session_id:
+            messages, result, carried = _compress_session(
+                cfg,
+                session_id,
+                compressor,
+                persist=not dry_run,
+                in_place=not rotate,
+                force=force,
+                focus=focus,
+                target_tokens=target_tokens,
+            )
+        else:
+            messages = read_messages(input_path)
+            result = compressor.compress(
+                messages, force=force, focus=focus, target_tokens=target_tokens
+            )
     if session_id:
-        messages, result, carried = _compress_session(
-            cfg,
-            session_id,
-            compressor,
-            persist=not dry_run,
-            in_place=not rotate,
-            force=force,
-            focus=focus,
-            target_tokens=target_tokens,
-        )
         input_path = f"session {session_id}"
-    else:
-        messages = read_messages(input_path)
-        result = compressor.compress(
-            messages, force=force, focus=focus, target_tokens=target_tokens
-        )
     if output and not dry_run and not result.aborted:
         write_messages(output, result.messages)
     if as_json:
