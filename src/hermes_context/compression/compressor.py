@@ -126,6 +126,7 @@ class ContextCompressor:
         self._clock = clock or time.time
         self._deterministic = DeterministicSummarizer()
         self._goal_hint: str | None = None
+        self._llm_failure: str | None = None
         self._state = ThrashState()
         self.last_prompt_tokens = 0
         self.context_length = context_length
@@ -409,7 +410,7 @@ class ContextCompressor:
         decayed = self._state.compression_count > 0 or any(is_summary(m) for m in original)
         head_end = protect_head_end(original, self.protect_first_n, decayed=decayed)
         plans = _plans(self, original, head_end, target_tokens)
-        self._llm_failure: str | None = None  # one LLM attempt per call, whatever the plans
+        self._llm_failure = None  # one LLM attempt per call, whatever the plans
         result = None
         for tail_budget, floor, summary_chars in plans:
             result = self._attempt(
