@@ -271,3 +271,36 @@ def test_installed_console_script(hermes_home, session_db):
         missing.stderr
         == "error: session 'zzz' not found; list them with 'hermes-context sessions list'\n"
     )
+
+
+def test_recall_refuses_an_id_beyond_sqlite_range(run, session_db):
+    _stored(session_db)
+    result = run("recall", "s1", "99999999999999999999999")
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == (
+        "Error: Invalid value for 'SUMMARY_ID': 99999999999999999999999 is not in the range "
+        "1<=x<=9223372036854775807."
+    )
+
+
+def test_export_to_a_missing_folder_names_the_path(run, session_db, tmp_path):
+    _stored(session_db)
+    target = tmp_path / "missing" / "x.jsonl"
+    result = run("export", "s1", "-o", str(target))
+    assert result.exit_code == 6
+    assert result.output == f"error: cannot write {target}: No such file or directory\n"
+    assert not target.parent.exists()
+
+
+def test_import_lone_surrogate_is_refused_with_file_and_message(run, session_db, tmp_path):
+    path = tmp_path / "sur.json"
+    path.write_text(
+        '[{"role": "user", "content": "ok"}, {"role": "user", "content": "hi \\ud800"}]'
+    )
+    result = run("import", str(path))
+    assert result.exit_code == 2
+    assert result.output == (
+        f"error: {path}: message 1: holds a lone surrogate (U+D800), which is not valid Unicode "
+        "text and cannot be stored\n"
+    )
+    assert session_db.list_sessions() == []

@@ -282,3 +282,11 @@ def test_real_transcripts_ingest_round_trip_and_search(session_db):
     assert {h["session_id"] for h in arg_hits} == {django}
     sqlfluff = sessions["sqlfluff__sqlfluff-2419"]
     assert {h["session_id"] for h in session_db.search("sqlfluff", limit=10)} == {sqlfluff}
+
+
+def test_nul_in_a_literal_query_separates_words(session_db):
+    session_db.create_session("s")
+    (hit,) = session_db.append_messages("s", [{"role": "user", "content": "alpha then beta"}])
+    assert quote_query("alpha\x00beta") == '"alpha" "beta"'
+    assert [h["message_id"] for h in session_db.search("alpha\x00beta")] == [hit]
+    assert [h["message_id"] for h in session_db.search("\x00")] == []

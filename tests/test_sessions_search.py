@@ -113,8 +113,24 @@ def test_scroll_shows_window_around_message(session_db):
 def test_scroll_wrong_session_is_not_found(session_db):
     ids = _session(session_db, "a", ["x"])
     _session(session_db, "b", ["y"])
-    with pytest.raises(SessionNotFoundError, match=f"message {ids[0]} not found in session 'b'"):
+    with pytest.raises(SessionNotFoundError, match=f"^message {ids[0]} not found$"):
         session_db.session_search(session_id="b", around_message_id=ids[0])
+
+
+def test_scroll_other_users_message_names_no_session(session_db):
+    session_db.create_session("theirs", user_id="alice")
+    (theirs,) = session_db.append_messages("theirs", [{"role": "user", "content": "secret"}])
+    with pytest.raises(SessionNotFoundError) as info:
+        session_db.session_search(around_message_id=theirs, user_id="bob")
+    assert str(info.value) == f"message {theirs} not found"
+    assert info.value.session_id is None
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2**63, True, "3"])
+def test_scroll_refuses_invalid_message_ids(session_db, bad):
+    _session(session_db, "s", ["x"])
+    with pytest.raises(ValueError, match="around_message_id must be a message id"):
+        session_db.session_search(around_message_id=bad)
 
 
 def test_read_long_session_shows_head_and_tail(session_db):
@@ -197,3 +213,59 @@ def test_tool_message_entries_show_calls_and_names(session_db):
     assert first["tool_calls"] == [{"name": "grep", "arguments": '{"p": "x"}'}]
     assert first["content"] == ""
     assert (second["tool_name"], second["content"]) == ("grep", "a.py:1: x")
+
+
+def _shared_lineage(session_db):
+    # A parent without a user may get children of several users: one lineage, two users.
+    _session(session_db, "shared", ["root private preview text"])
+    _session(session_db, "bob-c", ["bob words here"], parent_session_id="shared", user_id="bob",
+             title="bobchild")  # fmt: skip
+    _session(session_db, "alice-c", ["alice words secret"], parent_session_id="shared",
+             user_id="alice", title="ALICE-SECRET-TITLE")  # fmt: skip
+
+
+def test_browse_never_shows_another_users_session_of_a_shared_lineage(session_db):
+    _shared_lineage(session_db)
+    out = session_db.session_search(user_id="bob")
+    assert out["count"] == 1
+    (entry,) = out["sessions"]
+    assert (entry["session_id"], entry["title"], entry["preview"]) == (
+        "bob-c",
+        "bobchild",
+        "bob words here",
+    )
+    assert entry["sessions_in_lineage"] == 1
+    assert "root_session_id" not in entry and "parent_session_id" not in entry
+    text = json.dumps(out)
+    assert "alice" not in text.lower() and "shared" not in text and "private" not in text
+
+
+def test_discover_and_read_hide_other_users_lineage_links(session_db):
+    _shared_lineage(session_db)
+    found = session_db.session_search(query="words", user_id="bob")
+    assert [(g["root_session_id"], g["title"], g["session_ids"]) for g in found["results"]] == [
+        ("bob-c", "bobchild", ["bob-c"])
+    ]
+    read = session_db.session_search(session_id="bob-c", user_id="bob")
+    assert "root_session_id" not in read["session"]
+    assert "parent_session_id" not in read["session"]
+    # Without a user everything is visible, links included.
+    unscoped = session_db.session_search(session_id="bob-c")["session"]
+    assert (unscoped["parent_session_id"], unscoped["root_session_id"]) == ("shared", "shared")
+
+
+def test_recall_never_returns_another_users_originals(session_db):
+    _shared_lineage(session_db)
+    (alice_msg,) = [r["id"] for r in session_db.get_message_records("alice-c")]
+    (bob_msg,) = [r["id"] for r in session_db.get_message_records("bob-c")]
+    (summary,) = session_db.append_messages("bob-c", [{"role": "user", "content": "summary"}])
+    # No public path builds such sources; the filter is a second line of defence.
+    conn = session_db._conn()
+    conn.executemany(
+        "INSERT INTO message_sources (message_id, source_id, position) VALUES (?, ?, ?)",
+        [(summary, alice_msg, 0), (summary, bob_msg, 1)],
+    )
+    conn.commit()
+    mine = session_db.recall_records("bob-c", summary, user_id="bob")
+    assert [r["id"] for r in mine] == [bob_msg]
+    assert [r["id"] for r in session_db.recall_records("bob-c", summary)] == [alice_msg, bob_msg]

@@ -313,3 +313,31 @@ def test_one_connection_per_thread(session_db):
     assert len(session_db._conns) == 5  # the main thread's and one per worker
     session_db.close()
     assert session_db._conns == []
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"role": "user", "content": "hi \ud800"},
+        {"role": "user", "content": [{"type": "text", "text": "\udfff"}]},
+        {"role": "user", "content": "ok", "_meta": {"note": "\ud800"}},
+        {"role": "user", "content": "ok", "\ud800": 1},
+    ],
+)
+def test_append_refuses_lone_surrogates_writing_nothing(session_db, bad):
+    session_db.create_session("s")
+    with pytest.raises(InvalidMessagesError, match=r"^message 1: holds a lone surrogate") as info:
+        session_db.append_messages("s", [{"role": "user", "content": "fine"}, bad])
+    assert (info.value.index, info.value.rule) == (1, "not_unicode")
+    assert session_db.get_messages("s") == []
+    assert session_db.get_session("s")["message_count"] == 0
+
+
+@pytest.mark.parametrize("limit", [0, -1, 2**63, 1.5, "3", True])
+def test_list_sessions_and_search_refuse_non_positive_limits(session_db, limit):
+    session_db.create_session("s")
+    session_db.append_messages("s", [{"role": "user", "content": "kubernetes"}])
+    with pytest.raises(ValueError, match="limit must be a positive integer"):
+        session_db.list_sessions(limit=limit)
+    with pytest.raises(ValueError, match="limit must be a positive integer"):
+        session_db.search("kubernetes", limit=limit)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 
@@ -108,7 +109,19 @@ def test_recall_tool_pages_long_originals(session_db):
         ("session_search", {"session_id": "missing"}, {}, "session 'missing' not found"),
         ("session_recall", {}, {}, "summary_message_id is required"),
         ("session_recall", {"summary_message_id": 1}, {}, "session_id is required when there is no current session"),
-        ("session_recall", {"summary_message_id": -1, "session_id": "s"}, {}, "summary_message_id must be a non-negative integer"),
+        ("session_recall", {"summary_message_id": -1, "session_id": "s"}, {}, "summary_message_id must be an integer from 1 to 2**63-1, got -1"),
+        ("session_recall", {"summary_message_id": 2**64, "session_id": "s"}, {}, f"summary_message_id must be an integer from 1 to 2**63-1, got {2**64}"),
+        ("session_recall", {"summary_message_id": "1", "session_id": "s"}, {}, "summary_message_id must be an integer from 1 to 2**63-1, got '1'"),
+        ("session_recall", {"summary_message_id": 1, "session_id": "s", "start": 2**70}, {}, f"start must be an integer from 0 to 2**63-1, got {2**70}"),
+        ("session_recall", {"summary_message_id": 1, "session_id": ["s"]}, {}, "session_id must be a string, got ['s']"),
+        ("session_recall", {"summary_message_id": 1, "session_id": 7}, {}, "session_id must be a string, got 7"),
+        ("session_search", {"session_id": {"a": 1}}, {}, "session_id must be a string, got {'a': 1}"),
+        ("session_search", {"query": 5}, {}, "query must be a string, got 5"),
+        ("session_search", {"around_message_id": 2**63}, {}, "around_message_id must be a message id"),
+        ("session_search", {"around_message_id": 0}, {}, "around_message_id must be a message id"),
+        ("session_search", {"limit": "3"}, {}, "limit must be an integer from 1 to 10, got '3'"),
+        ("session_search", {"window": 1.5, "around_message_id": 1}, {}, "window must be an integer from 1 to 20, got 1.5"),
+        ("session_search", {"around_message_id": 1}, {"user_id": "intruder"}, "message 1 not found"),
         ("session_recall", {"summary_message_id": 999, "session_id": "s"}, {}, "message 999 not found in session 's'"),
         ("session_recall", {"summary_message_id": 1, "session_id": "s"}, {"user_id": "intruder"}, "session 's' not found"),
     ],
@@ -119,3 +132,12 @@ def test_tool_errors_come_back_as_json(session_db, name, arguments, kwargs, erro
     out = json.loads(session_tool(session_db, name, arguments, **kwargs))
     assert list(out) == ["error"]
     assert out["error"].startswith(error)
+
+
+def test_tool_turns_unexpected_exceptions_into_json(session_db, monkeypatch):
+    def boom(**_kwargs):
+        raise sqlite3.InterfaceError("Error binding parameter 1")
+
+    monkeypatch.setattr(session_db, "session_search", boom)
+    out = json.loads(session_tool(session_db, "session_search", {}))
+    assert out == {"error": "session tool failed: InterfaceError: Error binding parameter 1"}

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from ..config import resolve_hermes_home
+from ..errors import InputFileError, InvalidMessagesError, StoreError
 from ..messages import content_text
 from ..sessions import DB_FILENAME, SearchQueryError, SessionDB, SessionNotFoundError
 from ._common import (
@@ -191,7 +192,8 @@ def search_cmd(
 
 @sessions.command()
 @click.argument("session_id")
-@click.argument("summary_id", type=int)
+# Bounded to SQLite's integer range: a bigger id overflows when bound.
+@click.argument("summary_id", type=click.IntRange(1, 2**63 - 1))
 @click.option("--deep", is_flag=True, help="Expand summaries of summaries down to the originals.")
 @home_option
 @json_option
@@ -269,11 +271,24 @@ def export(
         for chunk in chunks:
             click.echo(chunk, nl=False)
         return
-    tmp = Path(output + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.writelines(chunks)
-    tmp.replace(output)
+    _write_atomically(Path(output), chunks)
     click.echo(f"wrote {len(records)} messages to {output}", err=True)
+
+
+def _write_atomically(path: Path, chunks: Iterator[str]) -> None:
+    """Write through a temporary file, so a failed export leaves no half file behind.
+
+    A missing folder is an error, not created: a mistyped path should not
+    silently make directories.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.writelines(chunks)
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StoreError(f"cannot write {path}: {exc.strerror or exc}", path=str(path)) from exc
 
 
 @sessions.command("import")
@@ -300,13 +315,17 @@ def import_cmd(
     with _open(hermes_home) as db:
         with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
             task = bar.add_task(f"importing {file.name}", total=len(messages))
-            sid = db.import_session(
-                messages,
-                title=title or file.name.split(".")[0],
-                source=source,
-                user_id=user_id,
-                progress=lambda done: bar.update(task, completed=done),
-            )
+            try:
+                sid = db.import_session(
+                    messages,
+                    title=title or file.name.split(".")[0],
+                    source=source,
+                    user_id=user_id,
+                    progress=lambda done: bar.update(task, completed=done),
+                )
+            except InvalidMessagesError as exc:
+                # Name the file: the store's message only knows the message index.
+                raise InputFileError(str(file), str(exc)) from exc
     if as_json:
         emit_json({"session_id": sid, "messages": len(messages)})
     else:

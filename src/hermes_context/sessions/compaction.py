@@ -280,6 +280,9 @@ def recall_records(
     own originals, down to messages that were never compacted.
     """
     queries.require_session(conn, session_id, user_id=user_id, path=path)
+    if not 1 <= message_id <= queries.MAX_ID:
+        # No such row can exist, and binding it would overflow.
+        raise SessionNotFoundError(session_id, message_id=message_id, path=path)
     owner = conn.execute("SELECT session_id FROM messages WHERE id = ?", (message_id,)).fetchone()
     if owner is None or owner[0] != session_id:
         raise SessionNotFoundError(session_id, message_id=message_id, path=path)
@@ -296,7 +299,19 @@ def recall_records(
     marks = ", ".join("?" * len(source_ids))
     rows = conn.execute(f"{queries.RECORD_SELECT} WHERE m.id IN ({marks})", source_ids)
     by_id = {r["id"]: r for r in map(queries.record_to_dict, rows)}
-    return [by_id[i] for i in source_ids if i in by_id]
+    records = [by_id[i] for i in source_ids if i in by_id]
+    return _own_records(conn, records, user_id)
+
+
+def _own_records(
+    conn: sqlite3.Connection, records: list[dict[str, Any]], user_id: str | None
+) -> list[dict[str, Any]]:
+    # Originals may sit in ancestor sessions; a lineage can mix users (children
+    # of a session without a user), so another user's rows are never returned.
+    if user_id is None:
+        return records
+    owners = {sid: queries.fetch_session(conn, sid) for sid in {r["session_id"] for r in records}}
+    return [r for r in records if queries.owned_by(owners[r["session_id"]], user_id)]
 
 
 def _sources(conn: sqlite3.Connection, message_id: int) -> list[int]:

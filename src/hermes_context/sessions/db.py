@@ -140,7 +140,11 @@ class SessionDB:
     def list_sessions(
         self, *, limit: int = 20, source: str | None = None, user_id: str | None = None
     ) -> list[dict[str, Any]]:
-        """Sessions, newest first, optionally only one source's or one user's."""
+        """Sessions, newest first, optionally only one source's or one user's.
+
+        Raises:
+            ValueError: ``limit`` is not a positive integer.
+        """
         return self._read(
             lambda c: queries.list_sessions(c, limit=limit, source=source, user_id=user_id)
         )
@@ -187,7 +191,7 @@ class SessionDB:
 
         Raises:
             InvalidMessagesError: a message is not an object with a known role,
-                or holds a value that is not JSON.
+                or holds a value that is not JSON or a lone surrogate.
             SessionNotFoundError: no such session.
         """
 
@@ -377,6 +381,7 @@ class SessionDB:
 
         Raises:
             SearchQueryError: a raw query is malformed.
+            ValueError: ``limit`` is not a positive integer.
         """
         return self._read(
             lambda c: search.search(

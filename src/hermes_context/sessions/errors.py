@@ -9,14 +9,17 @@ class SessionNotFoundError(StoreError):
     """A session or message id does not exist (or belongs to another user).
 
     Attributes:
-        session_id: The session asked for.
+        session_id: The session asked for (None: a message was asked for by id alone).
         message_id: The message asked for, when one was.
     """
 
     def __init__(
-        self, session_id: str, *, message_id: int | None = None, path: str | None = None
+        self, session_id: str | None, *, message_id: int | None = None, path: str | None = None
     ) -> None:
-        if message_id is None:
+        if session_id is None:
+            # Names no session: the message may be another user's.
+            text = f"message {message_id} not found"
+        elif message_id is None:
             text = (
                 f"session {session_id!r} not found; list them with 'hermes-context sessions list'"
             )

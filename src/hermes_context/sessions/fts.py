@@ -125,7 +125,9 @@ def quote_query(query: str, *, any_term: bool = False) -> str | None:
     Returns:
         The expression, or None when the text holds no searchable word.
     """
-    phrases = [p for p in (_quote_term(t) for t in query.split()) if p]
+    # SQLite ends a string at NUL, leaving an unterminated phrase: split there instead.
+    words = query.replace("\x00", " ").split()
+    phrases = [p for p in (_quote_term(t) for t in words) if p]
     if not phrases:
         return None
     return (" OR " if any_term else " ").join(phrases)

@@ -53,6 +53,8 @@ RECORD_COLUMNS = (
 RECORD_SELECT = (
     f"SELECT {', '.join('m.' + c for c in RECORD_COLUMNS + MESSAGE_COLUMNS)} FROM messages m"
 )
+# Largest rowid / integer SQLite stores; bigger Python ints overflow when bound.
+MAX_ID = 2**63 - 1
 # How many messages one ``executemany`` gets while importing, between progress calls.
 IMPORT_CHUNK = 500
 
@@ -100,6 +102,35 @@ def require_session(
     return session
 
 
+def check_limit(limit: Any) -> int:
+    """A result limit: a positive integer (SQLite reads a negative LIMIT as "no limit")."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_ID:
+        raise ValueError(f"limit must be a positive integer, got {limit!r}")
+    return limit
+
+
+def owned_by(session: dict[str, Any] | None, user_id: str | None) -> bool:
+    """Whether ``user_id`` may see ``session`` (no user given: everyone may)."""
+    return session is not None and (user_id is None or session["user_id"] == user_id)
+
+
+def visible_root(conn: sqlite3.Connection, root_session_id: str, user_id: str | None) -> str:
+    """The lineage root as ``user_id`` may see it.
+
+    A child may be created under a parent without a user, so one lineage can
+    hold several users' sessions; a user then sees their own oldest session
+    of it as its root, never another user's (or an unowned) one.
+    """
+    if user_id is None:
+        return root_session_id
+    row = conn.execute(
+        "SELECT id FROM sessions WHERE root_session_id = ? AND user_id = ? "
+        "ORDER BY started_at, rowid LIMIT 1",
+        (root_session_id, user_id),
+    ).fetchone()
+    return row[0] if row else root_session_id
+
+
 def list_sessions(
     conn: sqlite3.Connection,
     *,
@@ -110,6 +141,7 @@ def list_sessions(
     oldest_first: bool = False,
 ) -> list[dict[str, Any]]:
     """Sessions, newest first (or oldest), filtered by source, user and one excluded id."""
+    check_limit(limit)
     where, args = [], []
     for column, value in (("source", source), ("user_id", user_id)):
         if value is not None:

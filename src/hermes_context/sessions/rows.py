@@ -148,7 +148,7 @@ def message_to_row(
     if message["role"] == "tool":
         name = message.get("name")
         tool_name = name if isinstance(name, str) else tool_names.get(call_id or "")
-    return (
+    row = (
         session_id,
         seq,
         message["role"],
@@ -164,6 +164,23 @@ def message_to_row(
         _key_order(message, columns),
         search_text_for(message),
     )
+    _check_encodable(row, index)
+    return row
+
+
+def _check_encodable(row: tuple[Any, ...], index: int) -> None:
+    """Refuse text SQLite cannot store: a lone surrogate fails only when bound, mid-insert."""
+    for value in row:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InvalidMessagesError(
+                    f"message {index}: holds a lone surrogate (U+{ord(exc.object[exc.start]):04X})"
+                    ", which is not valid Unicode text and cannot be stored",
+                    index=index,
+                    rule="not_unicode",
+                ) from exc
 
 
 def _key_order(message: Mapping[str, Any], columns: set[str]) -> str | None:

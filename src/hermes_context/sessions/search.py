@@ -53,6 +53,7 @@ def search(
     raw: bool = False,
 ) -> list[dict[str, Any]]:
     """Best-ranked matching messages (see ``SessionDB.search``)."""
+    queries.check_limit(limit)
     excluded = queries.ancestors(conn, exclude_session_id) if exclude_session_id else []
     scope = Scope(user_id=user_id, excluded=frozenset(excluded))
     found, _ = ranked(conn, query, scope=scope, enough=lambda c: len(c) >= limit, raw=raw)
@@ -131,6 +132,8 @@ def discover(
     scope = Scope(user_id=user_id, excluded=frozenset(excluded), only=only)
     found, kind = ranked(conn, query, scope=scope, enough=_enough_roots(limit), raw=raw)
     results = _group(hydrate(conn, _choose(found, limit), query), sort)
+    for group in results:
+        group["root_session_id"] = queries.visible_root(conn, group["root_session_id"], user_id)
     return {
         "mode": "discover",
         "query": query,
@@ -191,11 +194,18 @@ def scroll(
     user_id: str | None,
 ) -> dict[str, Any]:
     """Scroll mode: ``window`` messages either side of one message."""
+    if session_id is not None:
+        queries.require_session(conn, session_id, user_id=user_id)
     row = conn.execute(f"{queries.RECORD_SELECT} WHERE m.id = ?", (around_message_id,)).fetchone()
     record = queries.record_to_dict(row) if row else None
-    if record is None or (session_id is not None and record["session_id"] != session_id):
-        raise SessionNotFoundError(session_id or "?", message_id=around_message_id)
-    queries.require_session(conn, record["session_id"], user_id=user_id)
+    owner = queries.fetch_session(conn, record["session_id"]) if record else None
+    if (
+        record is None
+        or not queries.owned_by(owner, user_id)
+        or (session_id is not None and record["session_id"] != session_id)
+    ):
+        # Names no session: the message may exist in another user's one.
+        raise SessionNotFoundError(None, message_id=around_message_id)
     prior, later, more_before, more_after = _neighbours(conn, record, window)
     return {
         "mode": "scroll",
@@ -208,8 +218,10 @@ def scroll(
     }
 
 
-def session_entry(session: dict[str, Any]) -> dict[str, Any]:
-    """A session as a tool result shows it."""
+def session_entry(
+    conn: sqlite3.Connection, session: dict[str, Any], user_id: str | None
+) -> dict[str, Any]:
+    """A session as a tool result shows it; lineage links to other users' sessions left out."""
     out = {
         "session_id": session["id"],
         "title": session["title"],
@@ -220,10 +232,12 @@ def session_entry(session: dict[str, Any]) -> dict[str, Any]:
         "end_reason": session["end_reason"],
         "message_count": session["message_count"],
     }
-    if session["parent_session_id"]:
-        out["parent_session_id"] = session["parent_session_id"]
-    if session["root_session_id"] != session["id"]:
-        out["root_session_id"] = session["root_session_id"]
+    parent = session["parent_session_id"]
+    if parent and queries.owned_by(queries.fetch_session(conn, parent), user_id):
+        out["parent_session_id"] = parent
+    root = queries.visible_root(conn, session["root_session_id"], user_id)
+    if root != session["id"]:
+        out["root_session_id"] = root
     return out
 
 
@@ -237,7 +251,7 @@ def read(conn: sqlite3.Connection, session_id: str, *, user_id: str | None) -> d
         records = records[:READ_HEAD] + records[-READ_TAIL:]
     return {
         "mode": "read",
-        "session": session_entry(session),
+        "session": session_entry(conn, session, user_id),
         "messages": [message_entry(r) for r in records],
         "omitted": omitted,
         "omitted_after_message_id": records[READ_HEAD - 1]["id"] if omitted else None,
@@ -254,6 +268,21 @@ def _preview(conn: sqlite3.Connection, session_id: str) -> str:
         return ""
     text = content_text(row_to_message(row).get("content"))
     return _clip(" ".join(text.split()), PREVIEW_CHARS)
+
+
+def _browse_entry(conn: sqlite3.Connection, root: str, user_id: str | None) -> dict[str, Any]:
+    """A lineage as browse shows it: its newest session, previewed by its first one.
+
+    Both are the user's own: a lineage may hold other users' sessions too
+    (children of a session without a user).
+    """
+    mine, args = ("", ()) if user_id is None else (" AND user_id = ?", (user_id,))
+    base = f"{queries.SESSION_SELECT} WHERE root_session_id = ?{mine} ORDER BY started_at"
+    latest = conn.execute(f"{base} DESC, rowid DESC LIMIT 1", (root, *args)).fetchone()
+    first = conn.execute(f"{base}, rowid LIMIT 1", (root, *args)).fetchone()
+    entry = session_entry(conn, queries.session_to_dict(latest), user_id)
+    entry["preview"] = _preview(conn, first[0])
+    return entry
 
 
 def browse(
@@ -282,13 +311,7 @@ def browse(
     ).fetchall()
     sessions = []
     for root, count in roots:
-        latest = conn.execute(
-            f"{queries.SESSION_SELECT} WHERE root_session_id = ? ORDER BY started_at DESC, "
-            "rowid DESC LIMIT 1",
-            (root,),
-        ).fetchone()
-        entry = session_entry(queries.session_to_dict(latest))
-        entry["preview"] = _preview(conn, root)
+        entry = _browse_entry(conn, root, user_id)
         entry["sessions_in_lineage"] = count
         sessions.append(entry)
     return {"mode": "browse", "sort": sort, "count": len(sessions), "sessions": sessions}
@@ -298,6 +321,15 @@ def _bounded(value: Any, name: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name} must be an integer from {low} to {high}, got {value!r}")
     return min(max(value, low), high)
+
+
+def _message_id(value: Any, name: str) -> int:
+    # Refused, not clamped: a clamped id would show some other message.
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= queries.MAX_ID:
+        raise ValueError(
+            f"{name} must be a message id (an integer from 1 to 2**63-1), got {value!r}"
+        )
+    return value
 
 
 def session_search(
@@ -320,8 +352,10 @@ def session_search(
     clamped to 1-10 and ``window`` to 1-20.
 
     Raises:
-        ValueError: ``sort`` is not newest/oldest, or a number is not an integer.
-        SessionNotFoundError: the session or message does not exist for this user.
+        ValueError: ``sort`` is not newest/oldest, a number is not an integer, or
+            ``around_message_id`` is not a message id (1 to 2**63-1).
+        SessionNotFoundError: the session or message does not exist for this user
+            (a message is reported as ``message N not found``, naming no session).
         SearchQueryError: a raw query is malformed.
     """
     for key, value in (("query", query), ("session_id", session_id)):
@@ -343,7 +377,7 @@ def session_search(
             raw=raw,
         )
     if around_message_id is not None:
-        around = _bounded(around_message_id, "around_message_id", 1, 2**63 - 1)
+        around = _message_id(around_message_id, "around_message_id")
         return scroll(conn, around, session_id=session_id, window=window, user_id=user_id)
     if session_id is not None:
         return read(conn, session_id, user_id=user_id)

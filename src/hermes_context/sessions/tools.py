@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
+from .queries import MAX_ID
 from .search import DEFAULT_WINDOW, MAX_LIMIT, MAX_WINDOW, message_entry
 
 if TYPE_CHECKING:
@@ -128,17 +129,23 @@ def _arguments(name: str, arguments: Mapping[str, Any] | str | None) -> dict[str
     return {k: v for k, v in arguments.items() if v is not None}
 
 
+def _integer(value: Any, name: str, low: int) -> int:
+    # Bounded above by SQLite's integer range: a bigger int overflows when bound.
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_ID:
+        raise ValueError(f"{name} must be an integer from {low} to 2**63-1, got {value!r}")
+    return value
+
+
 def _recall(
     db: SessionDB, args: dict[str, Any], current_session_id: str | None, user_id: str | None
 ) -> dict[str, Any]:
+    if "session_id" in args and not isinstance(args["session_id"], str):
+        raise ValueError(f"session_id must be a string, got {args['session_id']!r}")
     session_id = args.get("session_id") or current_session_id
     if not session_id:
         raise ValueError("session_id is required when there is no current session")
-    summary_id = args["summary_message_id"]
-    start = args.get("start", 0)
-    for key, value in (("summary_message_id", summary_id), ("start", start)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{key} must be a non-negative integer, got {value!r}")
+    summary_id = _integer(args["summary_message_id"], "summary_message_id", 1)
+    start = _integer(args.get("start", 0), "start", 0)
     records = db.recall_records(session_id, summary_id, user_id=user_id)
     out, used, index = [], 0, start
     while index < len(records):
@@ -192,4 +199,6 @@ def session_tool(
             data = db.session_search(**args, current_session_id=current_session_id, user_id=user_id)
     except (ValueError, StoreError) as exc:
         data = {"error": str(exc)}
+    except Exception as exc:  # anything else too: the agent loop must always get JSON back
+        data = {"error": f"session tool failed: {type(exc).__name__}: {exc}"}
     return json.dumps(data, ensure_ascii=False)
