@@ -195,3 +195,62 @@ def test_installed_script(hermes_home):
     )  # fmt: skip
     assert refused.returncode == 7
     assert refused.stderr.count("\n") == 1 and "secret_read.ssh_key" in refused.stderr
+
+
+def _corrupt_pending(hermes_home: Path) -> dict[str, str]:
+    """Three broken pending files and one good one; returns {file: problem}."""
+    folder = hermes_home / "pending" / "memory"
+    folder.mkdir(parents=True)
+    good = {"kind": "add", "target": "memory", "origin": "agent", "session_id": None}
+    (folder / "0123456789ab.json").write_text(
+        json.dumps({"id": "0123456789ab", **good, "operations": "add x"}), encoding="utf-8"
+    )
+    (folder / "aaaaaaaaaaaa.json").write_text("{not json", encoding="utf-8")
+    (folder / "bbbbbbbbbbbb.json").write_text("[1, 2]", encoding="utf-8")
+    ops = [{"action": "add", "content": "uses pytest"}]
+    (folder / "cccccccccccc.json").write_text(
+        json.dumps({"id": "cccccccccccc", **good, "operations": ops, "created": "t"}),
+        encoding="utf-8",
+    )
+    return {
+        "0123456789ab.json": "'operations' must be a non-empty list of objects, got str",
+        "aaaaaaaaaaaa.json": "not valid JSON: Expecting property name",
+        "bbbbbbbbbbbb.json": "expected a JSON object, got list",
+    }
+
+
+def test_pending_lists_corrupt_files_instead_of_crashing(run, hermes_home):
+    problems = _corrupt_pending(hermes_home)
+    result = run("pending")
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("cccccccccccc  t  MEMORY.md  add by agent")
+    assert lines[1] == "    add -> 'uses pytest'"
+    assert lines[2].startswith("corrupt pending files (never applied; delete them from ")
+    for (name, problem), line in zip(sorted(problems.items()), lines[3:], strict=True):
+        assert line.startswith(f"  {name}  corrupt: {problem}")
+    as_json = run("pending", "--json")
+    assert as_json.exit_code == 0
+    assert [p["id"] for p in json.loads(as_json.stdout)] == ["cccccccccccc"]
+    warnings = as_json.stderr.splitlines()
+    assert [w.split(":")[0] for w in warnings] == ["warning"] * 3
+    assert all(any(n in w for w in warnings) for n in problems)
+
+
+@pytest.mark.parametrize("verb", ["approve", "reject"])
+@pytest.mark.parametrize("pending_id", ["0123456789ab", "aaaaaaaaaaaa", "bbbbbbbbbbbb"])
+def test_approve_or_reject_of_a_corrupt_file_is_a_one_line_store_error(
+    run, hermes_home, verb, pending_id
+):
+    _corrupt_pending(hermes_home)
+    result = run(verb, pending_id)
+    assert result.exit_code == 6, result.output
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith(
+        f"error: pending file {hermes_home}/pending/memory/{pending_id}"
+    )
+    assert "is corrupt (" in result.stderr and "delete it" in result.stderr
+    assert (hermes_home / "pending" / "memory" / f"{pending_id}.json").exists()
+    assert not (hermes_home / "memories" / "MEMORY.md").exists()

@@ -572,3 +572,49 @@ def test_store_batch_agrees_with_the_pure_operations(hermes_home, start, ops):
         assert result["reason"] == "would_empty"
     else:
         assert result["success"] and store.entries("memory") == expected
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ("operations-as-string", "'operations' must be a non-empty list of objects, got str"),
+        ({"operations": []}, "'operations' must be a non-empty list of objects, got an empty"),
+        ({"operations": ["add"]}, "operations[0] must be an object, got str"),
+        ({"operations": [{"action": "drop"}]}, "operations[0].action must be one of add,"),
+        ({"operations": [{"action": "add", "content": 3}]}, "operations[0].content is unknown"),
+        ({"target": "notes"}, "'target' must be one of memory, user, got 'notes'"),
+        ({"kind": 7}, "'kind' must be a string, got int"),
+        ({"id": "ffffffffffff"}, "'id' 'ffffffffffff' does not match the file name"),
+        ({"session_id": 5}, "'session_id' must be a string or null, got 5"),
+        ({"extra": 1}, "unknown field 'extra'"),
+        ({"origin": None}, "'origin' must be a string, got NoneType"),
+    ],
+)
+def test_corrupt_pending_files_are_reported_not_applied(hermes_home, data, problem):
+    store = MemoryStore(write_approval="stage")
+    staged = store.add("memory", "uses pytest")["pending_id"]
+    path = hermes_home / "pending" / "memory" / f"{staged}.json"
+    good = json.loads(path.read_text(encoding="utf-8"))
+    bad = {**good, "operations": "add x"} if data == "operations-as-string" else {**good, **data}
+    path.write_text(json.dumps(bad), encoding="utf-8")
+    assert store.pending_writes() == []
+    [corrupt] = store.corrupt_pending_writes()
+    assert (corrupt.file, corrupt.path) == (path.name, str(path))
+    assert corrupt.problem.startswith(problem)
+    for decide in (store.approve, store.reject):
+        with pytest.raises(StoreError, match="is corrupt") as info:
+            decide(staged)
+        assert info.value.data["reason"] == "corrupt" and "\n" not in str(info.value)
+    assert path.exists() and store.entries("memory") == []
+
+
+def test_unreadable_and_non_utf8_pending_files_are_corrupt(hermes_home):
+    folder = hermes_home / "pending" / "memory"
+    folder.mkdir(parents=True)
+    (folder / "aaaaaaaaaaaa.json").write_bytes(b"\xff\xfe{}")
+    (folder / "bbbbbbbbbbbb.json").mkdir()
+    store = MemoryStore()
+    found = {c.file: c.problem for c in store.corrupt_pending_writes()}
+    assert found["aaaaaaaaaaaa.json"] == "not UTF-8 text"
+    assert found["bbbbbbbbbbbb.json"].startswith("unreadable: ")
+    assert store.pending_writes() == []

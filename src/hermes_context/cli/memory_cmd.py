@@ -203,12 +203,18 @@ def history(target: str | None, limit: int, hermes_home: str | None, as_json: bo
 @json_option
 @handle_errors
 def pending(hermes_home: str | None, as_json: bool) -> None:
-    """List staged writes waiting for approval (memory.write_approval: stage)."""
-    items = _store(hermes_home).pending_writes()
+    """List staged writes waiting for approval (memory.write_approval: stage).
+
+    Corrupt pending files are listed too (on stderr with --json), with what is wrong.
+    """
+    store = _store(hermes_home)
+    items, broken = store.pending.scan()
     if as_json:
         emit_json([p.to_dict() for p in items])
+        for bad in broken:
+            click.echo(f"warning: corrupt pending file {bad.file}: {bad.problem}", err=True)
         return
-    if not items:
+    if not items and not broken:
         click.echo("no pending memory writes")
         return
     for item in items:
@@ -220,6 +226,12 @@ def pending(hermes_home: str | None, as_json: bool) -> None:
             old = f" '{op['old_text']}'" if "old_text" in op else ""
             new = f" -> '{op['content']}'" if "content" in op else ""
             click.echo(f"    {op['action']}{old}{new}")
+    if broken:
+        click.echo(
+            f"corrupt pending files (never applied; delete them from {store.pending.folder}):"
+        )
+        for bad in broken:
+            click.echo(f"  {bad.file}  corrupt: {bad.problem}")
 
 
 def _pending_command(fn: Any) -> Any:

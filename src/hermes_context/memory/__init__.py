@@ -1,6 +1,6 @@
 """Bounded MEMORY.md / USER.md notes, the ``memory`` tool and its threat scanner (SPEC 5)."""
 
-from .approval import PendingWrite
+from .approval import CorruptPending, PendingWrite
 from .entries import ENTRY_DELIMITER
 from .journal import content_hash
 from .store import MEMORY_BLOCK_HEADERS, MemoryStore
@@ -11,6 +11,7 @@ __all__ = [
     "ENTRY_DELIMITER",
     "MEMORY_BLOCK_HEADERS",
     "MEMORY_TOOL_SCHEMA",
+    "CorruptPending",
     "MemoryStore",
     "PendingWrite",
     "content_hash",

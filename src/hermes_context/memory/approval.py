@@ -4,6 +4,10 @@ Each staged write is one JSON file ``$HERMES_HOME/pending/memory/<id>.json``
 holding the target, the operations, who proposed them and when. Approving
 applies the operations to the files as they are *then* (re-checked for
 limits, matches and threats); rejecting deletes the file.
+
+A file that is not valid JSON or does not have that shape is *corrupt*: it is
+listed as such (``PendingQueue.corrupt``), never applied, and approving or
+rejecting it raises ``StoreError(reason="corrupt")`` naming the file.
 """
 
 from __future__ import annotations
@@ -19,12 +23,17 @@ from typing import Any
 
 from ..errors import StoreError
 from ._fileio import atomic_write, ensure_dir
+from .entries import TARGETS
 
 APPROVAL_MODES = ("allow", "stage", "block")
 # Origins the approval gate applies to; a person's own writes are never held back.
 GATED_ORIGINS = ("agent", "background_review")
 # Ids are what a person types after ``memory approve``: short, unambiguous.
 _ID_RE = re.compile(r"^[0-9a-f]{12}$")
+KINDS = ("add", "replace", "remove", "batch")
+_ACTIONS = ("add", "replace", "remove")
+_OP_FIELDS = frozenset({"action", "content", "old_text"})
+_STR_FIELDS = ("id", "kind", "target", "origin", "created")
 
 
 @dataclass
@@ -48,6 +57,25 @@ class PendingWrite:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (what the JSON file holds)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class CorruptPending:
+    """A pending file that cannot be read as a staged write.
+
+    Attributes:
+        file: The file name (``<id>.json``).
+        path: Its full path.
+        problem: What is wrong with it, one line.
+    """
+
+    file: str
+    path: str
+    problem: str
+
+    def to_dict(self) -> dict[str, str]:
+        """Plain data."""
         return asdict(self)
 
 
@@ -86,16 +114,25 @@ class PendingQueue:
         return pending
 
     def list(self) -> list[PendingWrite]:
-        """Every staged write, oldest first; unreadable files are skipped."""
+        """Every readable staged write, oldest first (see ``corrupt`` for the rest)."""
+        return self.scan()[0]
+
+    def corrupt(self) -> list[CorruptPending]:
+        """The pending files that are unreadable or malformed, by file name."""
+        return self.scan()[1]
+
+    def scan(self) -> tuple[list[PendingWrite], list[CorruptPending]]:
+        """``(staged writes oldest first, corrupt files by name)``."""
         if not self.folder.is_dir():
-            return []
-        items = []
-        for path in self.folder.glob("*.json"):
+            return [], []
+        items: list[PendingWrite] = []
+        broken: list[CorruptPending] = []
+        for path in sorted(self.folder.glob("*.json")):
             try:
-                items.append(self._load(path))
-            except StoreError:
-                continue
-        return sorted(items, key=lambda p: (p.created, p.id))
+                items.append(_parse(path, _read(path)))
+            except _Corrupt as exc:
+                broken.append(CorruptPending(path.name, str(path), str(exc)))
+        return sorted(items, key=lambda p: (p.created, p.id)), broken
 
     def get(self, pending_id: str) -> PendingWrite:
         """The staged write with this id.
@@ -129,11 +166,80 @@ class PendingQueue:
     @staticmethod
     def _load(path: Path) -> PendingWrite:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            return PendingWrite(**data)
-        except (OSError, ValueError, TypeError) as exc:
+            return _parse(path, _read(path))
+        except _Corrupt as exc:
             raise StoreError(
-                f"pending file {path} is unreadable or corrupt ({exc}); delete it",
+                f"pending file {path} is corrupt ({exc}); it cannot be approved or "
+                "rejected, delete it",
                 path=str(path),
                 reason="corrupt",
             ) from None
+
+
+class _Corrupt(Exception):
+    """A pending file's problem (message: one line, for people)."""
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise _Corrupt(f"unreadable: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise _Corrupt("not UTF-8 text") from None
+    except ValueError as exc:
+        raise _Corrupt(f"not valid JSON: {exc}") from None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _parse(path: Path, data: Any) -> PendingWrite:
+    """Check the shape of a pending file's JSON and build the write from it."""
+    if not isinstance(data, dict):
+        raise _Corrupt(f"expected a JSON object, got {type(data).__name__}")
+    missing = [f for f in ("id", "kind", "target", "operations", "origin") if f not in data]
+    if missing:
+        raise _Corrupt(f"missing field {', '.join(repr(f) for f in missing)}")
+    unknown = sorted(set(data) - {"session_id", "operations", *_STR_FIELDS})
+    if unknown:
+        raise _Corrupt(f"unknown field {', '.join(repr(f) for f in unknown)}")
+    for name in _STR_FIELDS:
+        if name in data and not isinstance(data[name], str):
+            raise _Corrupt(f"{name!r} must be a string, got {type(data[name]).__name__}")
+    if data["id"] != path.stem:
+        raise _Corrupt(f"'id' {_short(data['id'])} does not match the file name")
+    if data["kind"] not in KINDS:
+        raise _Corrupt(f"'kind' must be one of {', '.join(KINDS)}, got {_short(data['kind'])}")
+    if data["target"] not in TARGETS:
+        raise _Corrupt(
+            f"'target' must be one of {', '.join(TARGETS)}, got {_short(data['target'])}"
+        )
+    if data.get("session_id") is not None and not isinstance(data["session_id"], str):
+        raise _Corrupt(f"'session_id' must be a string or null, got {_short(data['session_id'])}")
+    ops = data["operations"]
+    if not isinstance(ops, list) or not ops:
+        got = type(ops).__name__ if not isinstance(ops, list) else "an empty list"
+        raise _Corrupt(f"'operations' must be a non-empty list of objects, got {got}")
+    for i, op in enumerate(ops):
+        if not isinstance(op, dict):
+            raise _Corrupt(f"operations[{i}] must be an object, got {type(op).__name__}")
+        if op.get("action") not in _ACTIONS:
+            raise _Corrupt(
+                f"operations[{i}].action must be one of {', '.join(_ACTIONS)}, "
+                f"got {_short(op.get('action'))}"
+            )
+        bad = sorted(k for k in op if k not in _OP_FIELDS or not isinstance(op[k], str))
+        if bad:
+            raise _Corrupt(f"operations[{i}].{bad[0]} is unknown or not a string")
+    return PendingWrite(
+        id=data["id"],
+        kind=data["kind"],
+        target=data["target"],
+        operations=ops,
+        origin=data["origin"],
+        session_id=data.get("session_id"),
+        created=data.get("created", ""),
+    )

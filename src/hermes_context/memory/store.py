@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import resolve_hermes_home
 from ..errors import StoreError
 from . import _fileio
-from .approval import APPROVAL_MODES, GATED_ORIGINS, PendingQueue, PendingWrite
+from .approval import APPROVAL_MODES, GATED_ORIGINS, CorruptPending, PendingQueue, PendingWrite
 from .entries import (
     TARGET_FILENAMES,
     TARGETS,
@@ -382,11 +382,16 @@ class MemoryStore:
         """Staged writes waiting for approval, oldest first."""
         return self.pending.list()
 
+    def corrupt_pending_writes(self) -> list[CorruptPending]:
+        """Pending files that cannot be read or have the wrong shape (never applied)."""
+        return self.pending.corrupt()
+
     def approve(self, pending_id: str) -> dict[str, Any]:
         """Apply a staged write to the files as they are now; it stays pending if refused.
 
         Raises:
-            StoreError: no such pending write (``reason="not_found"``).
+            StoreError: no such pending write (``reason="not_found"``) or its file is
+                corrupt (``reason="corrupt"``).
         """
         staged = self.pending.get(pending_id)
         result = self._write(
@@ -407,7 +412,8 @@ class MemoryStore:
         """Drop a staged write without applying it.
 
         Raises:
-            StoreError: no such pending write (``reason="not_found"``).
+            StoreError: no such pending write (``reason="not_found"``) or its file is
+                corrupt (``reason="corrupt"``; delete it by hand).
         """
         staged = self.pending.get(pending_id)
         self.pending.discard(staged.id)

@@ -10,9 +10,10 @@ the agent's own configuration, or smuggle text in invisible Unicode. Secrets
 pasted into memory also leak to every provider the prompt is sent to.
 
 The scanner is a deny-list of regular expressions, grouped in families, run on
-the NFKC-normalised text with invisible characters removed (so ``ｉｇｎｏｒｅ``
-and ``ig\u200bnore`` still match); the invisible characters are reported on
-their own. It is a tripwire against the common shapes of these attacks, not a
+the NFKC-normalised text with invisible characters removed and common Cyrillic
+and Greek look-alikes of Latin letters folded to Latin (so ``ｉｇｎｏｒｅ``,
+``ig\u200bnore`` and ``іgnore`` with a Cyrillic ``і`` still match); the
+invisible characters are reported on their own. It is a tripwire against the common shapes of these attacks, not a
 proof of safety: paraphrases it does not know about get through.
 """
 
@@ -103,6 +104,35 @@ RULE_KEYWORDS: dict[str, tuple[str, ...]] = {
         "quietly",
         "stealthily",
     ),
+    "injection.ignore_authority": (
+        "ignore",
+        "disregard",
+        "forget",
+        "overrid",
+        "discard",
+        "attention",
+        "listen",
+    ),
+    "injection.real_instructions": ("real", "true", "actual", "genuine"),
+    "injection.authority_void": (
+        "void",
+        "null",
+        "cancel",
+        "revoked",
+        "obsolete",
+        "invalid",
+        "suspended",
+        "lifted",
+        "over",
+        "irrelevant",
+        "longer",
+        "apply",
+        "applies",
+        "matter",
+        "count",
+        "bind",
+    ),
+    "injection.fake_permission": ("authori", "cleared", "permitted", "allowed", "free to"),
     "injection.jailbreak": ("anything", "mode", "jailbr", "without"),
     "injection.execute_on_load": ("whenever", "every", "each", "start", "soon"),
     "system_prompt.override": ("system", "developer", "initial"),
@@ -111,6 +141,7 @@ RULE_KEYWORDS: dict[str, tuple[str, ...]] = {
     "role.you_are_now": ("you",),
     "role.act_as": ("as", "pretend", "assume"),
     "role.identity_swap": ("your", "now", "obey"),
+    "role.persona_only": ("only", "solely", "exclusively", "purely", "dan"),
     "hidden.html_comment": ("<!--",),
     "hidden.invisible_markup": ("<",),
     "hidden.markdown_comment": ("]:",),
@@ -148,6 +179,22 @@ RULE_KEYWORDS: dict[str, tuple[str, ...]] = {
         "sync",
         "beacon",
     ),
+    "exfil.found_secret_sent": (
+        "send",
+        "post",
+        "upload",
+        "forward",
+        "transmit",
+        "mail",
+        "copy",
+        "share",
+        "paste",
+        "push",
+        "leak",
+        "submit",
+        "exfiltrat",
+    ),
+    "exfil.remote_script": ("curl", "wget", "iwr", "irm", "invoke-", "webclient"),
     "exfil.exfiltrate": ("exfiltrat",),
     "exfil.collector_host": (
         "webhook.site",
@@ -229,6 +276,15 @@ _SECRET_VAR = r"\$(?:env:)?\{?[A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS
 _NET_TOOL = r"\b(?:curl|wget|nc|ncat|netcat|socat|telnet|httpie|http|Invoke-WebRequest|Invoke-RestMethod|iwr|irm|scp|rsync|ftp)\b"
 _SENSITIVE_DATA = r"(?:secrets?|credentials?|api[\s_-]?keys?|tokens?|passwords?|env(?:ironment)?(?:\s+var(?:iable)?s?)?|\.env|conversations?|chat\s+(?:history|logs?)|(?:the\s+)?(?:user'?s?\s+)?(?:messages|e-?mails|contacts|documents)|(?:chat\s+|conversation\s+)?transcripts?|memor(?:y|ies)|user\s+data|personal\s+(?:data|info\w*)|ssh\s+keys?|private\s+keys?|cookies|session\s+(?:data|tokens?)|everything|all\s+(?:the\s+)?(?:files|data)|system\s+prompt|(?:this|the)\s+transcript)"
 _DESTINATION = r"(?:https?://|ftp://|\bwebhooks?\b|\bendpoint\b|\b[\w-]+\.(?:com|io|net|org|site|xyz|ru|cn|top|app|dev)\b|\S+@\S+\.\w+|\bmy\s+server\b|\bthis\s+(?:url|address|server))"
+# Who a prompt-injected note claims to outrank.
+_AUTHORITY = r"(?:system|developers?|operators?|admins?|administrators?|creators?|programmers?|anthropic|openai|assistant|model)"
+# A shell fetching a remote script and running it (``curl ... | sh``, ``bash -c "$(curl ...)"``).
+_SHELL = r"(?:sudo\s+(?:-\S+\s+)*)?(?:ba|z|k|da|fi)?sh\b|python[\d.]*\b|perl\b|ruby\b|node\b|iex\b|Invoke-Expression\b"
+_REMOTE_SCRIPT = rf"(?:\b(?:curl|wget)\b[^\n|;]{{0,160}}\|\s*(?:{_SHELL})|\b(?:(?:ba|z|k|da)?sh|python[\d.]*|eval|source|\.)\s+(?:-c\s+)?[\"']?(?:\$\(|<\(|`)\s*(?:curl|wget)\b|\b(?:iex|Invoke-Expression)\b[^\n]{{0,20}}?(?:iwr|irm|Invoke-WebRequest|Invoke-RestMethod|Net\.WebClient)\b)"
+# Why such a fetch is not an installer recipe: a standing order, plain HTTP or a bare IP.
+_REMOTE_RISK = r"(?:\bat\s+(?:the\s+)?(?:session\s+)?start(?:up)?\b|\bon\s+start(?:up)?\b|\bbefore\s+(?:each|every|any|doing|starting|you)\b|\bafter\s+(?:each|every)\b|\b(?:each|every)\s+(?:session|task|time|run|box|host|server|machine|repo\w*|reply|conversation)\b|\balways\b|\bwhenever\b|\bsilently\b|\bquietly\b|\bsecretly\b|\bhttp://(?!localhost\b|127\.)|\b\d{1,3}(?:\.\d{1,3}){3}\b)"
+# A public SSH key, whole or elided (``ssh-rsa AAAAB3...``).
+_PUBKEY = r"ssh-(?:rsa|ed25519|dss|ecdsa\S*)\s+(?:AAAA\S*|\S{20,})"
 _HERMES_HOME = r"(?:~/\.hermes(?:-context)?\b|\$\{?HERMES_HOME\}?|/\.hermes(?:-context)?/)"
 _WRITE_VERB = r"(?:>>?|\btee\b|\bsed\s+-i\b|\brm\s+-r?f?\b|\bchmod\b|\bmv\b|\bcp\b|\btruncate\b|\bwrite\b|\bedit\b|\bmodify\b|\boverwrite\b|\bdelete\b|\bappend\b|\breplace\b)"
 
@@ -257,6 +313,26 @@ INJECTION_RULES = _rules(
         "injection.conceal_from_user",
         r"\b(?:(?:do\s+not|don't|never)\s+(?:tell|inform|notify|alert|warn|let)\s+(?:the\s+)?(?:user|human|operator|owner)\b|(?:do\s+not|don't|never)\s+(?:mention|reveal|say|disclose|admit|explain)\s+(?:\w+\s+){0,3}?to\s+(?:the\s+)?(?:user|human|operator|owner)\b|without\s+(?:telling|informing|notifying|alerting)\s+(?:the\s+)?(?:user|human|operator)|without\s+the\s+user(?:'s)?\s+(?:knowing|knowledge|noticing|consent)|\b(?:secretly|silently|covertly|quietly|stealthily)\s+(?:send|upload|post|exfiltrate|forward|copy|run|execute|add|append|write|email|transmit))",
         "hides actions from the user",
+    ),
+    (
+        "injection.ignore_authority",
+        rf"\b(?:ignore|disregard|forget|override|discard|pay\s+no\s+attention\s+to|(?:do\s+not|don't|stop)\s+listen(?:ing)?\s+to)\s+(?:whatever|what|anything|everything|all)\s+(?:(?:that|the|your|my)\s+)?{_AUTHORITY}\s+(?:has\s+|have\s+|had\s+)?(?:said|says|told|tells|instructed|wrote|asked|ordered|commanded|required)\b",
+        "tells the model to ignore what its developer or operator said",
+    ),
+    (
+        "injection.real_instructions",
+        r"\b(?:(?:your|the|my)\s+(?:real|true|actual|genuine)\s+(?:instructions|orders|rules|directives|guidelines|commands)\s+(?:are|is|live|lives|come|can\s+be\s+found|appear)\s+(?:(?:in|inside|from)\s+(?:this|these|the\s+following|my)\b|below\b|here\b|the\s+ones\s+(?:in|below|here))|(?:this|these|the\s+following)\s+(?:notes?|memor(?:y|ies)|files?|entry|entries|messages?|lines?)\s+(?:holds?|contains?|has|have|is|are)\s+your\s+(?:real|true|actual|genuine)\s+(?:instructions|orders|rules|directives|guidelines|commands))",
+        "claims to hold the model's real instructions",
+    ),
+    (
+        "injection.authority_void",
+        rf"\b(?:(?:the\s+|your\s+)?{_AUTHORITY}(?:'s|s'|'|s)?\s+(?:own\s+|original\s+|earlier\s+)?(?:rules|instructions|guidelines|policies|policy|prompts?|orders|guardrails|restrictions)|(?:whatever|what|anything|everything)\s+(?:the\s+|your\s+)?{_AUTHORITY}\s+(?:has\s+|had\s+)?(?:said|told\s+you|wrote|instructed(?:\s+you)?))\s+(?:(?:are|is)\s+(?:now\s+)?(?:void|null|cancel+ed|revoked|obsolete|invalid|suspended|lifted|over|irrelevant)\b|(?:no\s+longer|don't|do\s+not|doesn't|does\s+not)\s+(?:apply|applies|matter|matters|count|counts|bind|binds)\b|(?:are|is)\s+no\s+longer\s+(?:in\s+force|valid|in\s+effect|binding|relevant)\b)(?=\s*(?:[;:,.!]|$)|\s+(?:anymore|any\s+more|here|now|to\s+you|for\s+you)\b)",
+        "declares the developer's or operator's rules void",
+    ),
+    (
+        "injection.fake_permission",
+        r"\b(?:authori[sz]ed|cleared|permitted|allowed|free)\s+(?:you\s+)?to\s+(?:skip|bypass|ignore|disable|turn\s+off|override|drop|circumvent|switch\s+off|remove)\s+(?:(?:all|every|any|the|your|its|of)\s+)*(?:(?:safety|security|content|ethical|moral)\s+)?(?:checks?|filters?|guardrails?|polic(?:y|ies)|rules|restrictions|safeguards|limits)\b",
+        "claims the model has been allowed to drop its safeguards",
     ),
     (
         "injection.jailbreak",
@@ -296,13 +372,18 @@ ROLE_RULES = _rules(
     ),
     (
         "role.act_as",
-        r"\b(?:(?:act|behave|respond|roleplay|role-play|operate)\s+as\s+(?:if\s+you\s+(?:are|were)\s+)?(?:an?\s+)?(?:unrestricted|unfiltered|uncensored|evil|malicious|jailbroken|rogue|different|new|root|admin\w*|system)\b|(?:act|pose|serve)\s+as\s+(?:the\s+|a\s+|an\s+)?(?:[\w-]+'s\s+)?(?:ceo|cfo|cto|admin\w*|root|owner|superuser|sysadmin|operator|bank|police|it\s+support|security\s+team)\b|pretend\s+(?:to\s+be|that\s+you\s+(?:are|have)|you\s+(?:are|have|were))\b|assume\s+the\s+(?:role|identity|persona)\s+of\b)",
+        r"\b(?:(?:act|behave|respond|roleplay|role-play|operate)\s+as\s+(?:if\s+you\s+(?:are|were)\s+)?(?:an?\s+)?(?:unrestricted|unfiltered|uncensored|evil|malicious|jailbroken|rogue|different|new|root|admin\w*|system)\b|(?:act|behave|respond|speak|talk|answer|reply|pose)\s+as\s+the\s+(?:system|developers?|operator|root|superuser|admin(?:istrator)?)(?=\s*(?:[:;,.!]|$)|\s+(?:from|and|now|here|instead)\b)|(?:act|pose|serve)\s+as\s+(?:the\s+|a\s+|an\s+)?(?:[\w-]+'s\s+)?(?:ceo|cfo|cto|admin\w*|root|owner|superuser|sysadmin|operator|bank|police|it\s+support|security\s+team)\b|pretend\s+(?:to\s+be|that\s+you\s+(?:are|have)|you\s+(?:are|have|were))\b|assume\s+the\s+(?:role|identity|persona)\s+of\b)",
         "role-play to escape the model's role",
     ),
     (
         "role.identity_swap",
         r"\b(?:your\s+(?:new\s+|real\s+|true\s+)?(?:name|identity|role|persona|purpose)\s+is\s+now|from\s+now\s+on,?\s+you\s+(?:are|will|must|shall)\s+(?:to\s+|be\s+|act|respond|obey|ignore|pretend|behave|only|always\s+obey)|\byou\s+(?:must\s+|will\s+|shall\s+)?(?:now\s+)?obey\b|obey\s+(?:all\s+|only\s+)?(?:instructions|commands|orders)\s+(?:in|from|found|given))",
         "assigns a new identity or master",
+    ),
+    (
+        "role.persona_only",
+        r"\b(?:(?:answer|reply|respond|speak|talk|write|act|behave)\s+(?:only|solely|exclusively|purely)\s+as\b[^.\n]{0,60}?(?:\bno\s+(?:restrictions|limits|limitations|rules|filters|guardrails|boundaries|morals|ethics)\b|\bfree\s+(?:of|from)\s+(?:\w+\s+)?(?:rules?|restrictions?|limits?|filters?|guardrails?)\b|\bnever\s+refus\w*|\bunrestricted\b|\bunfiltered\b|\buncensored\b|\bwithout\s+(?:any\s+)?(?:rules|restrictions|limits|filters|guardrails))|\b(?:as|be|become|into)\s+(?-i:DAN)\b)",
+        "makes the model speak as a persona without rules",
     ),
 )
 
@@ -347,8 +428,18 @@ EXFIL_RULES = _rules(
     ),
     (
         "exfil.send_to_url",
-        rf"\b(?:send|post|upload|forward|transmit|exfiltrate|leak|copy|report|submit|pipe|e-?mail|mail|share|sync|beacon)\b[^\n]{{0,60}}?\b{_SENSITIVE_DATA}\b[^\n]{{0,80}}?\b(?:to|into|at|via)\b\s*(?:the\s+|this\s+|my\s+)?\S*{_DESTINATION}",
+        rf"\b(?:send|post|upload|forward|transmit|exfiltrate|leak|copy|report|submit|pipe|e-?mail|mail|share|sync|beacon)\b[^\n]{{0,60}}?(?<![\w.]){_SENSITIVE_DATA}\b[^\n]{{0,80}}?\b(?:to|into|at|via)\b\s*(?:the\s+|this\s+|my\s+)?\S*{_DESTINATION}",
         "sends private data to an outside address",
+    ),
+    (
+        "exfil.found_secret_sent",
+        rf"(?<![\w.]){_SENSITIVE_DATA}\b[^\n]{{0,80}}?\b(?:send|post|upload|forward|transmit|e-?mail|mail|copy|share|paste|push|leak|submit|exfiltrate)\s+(?:it|them|its\s+contents|their\s+contents|the\s+(?:file|contents|values?)s?|that|those|this|these)\b[^\n]{{0,30}}?\b(?:to|into|at|via)\b\s*(?:the\s+|this\s+|my\s+)?\S*{_DESTINATION}",
+        "sends secrets it finds to an outside address",
+    ),
+    (
+        "exfil.remote_script",
+        rf"^(?=[^\n]*{_REMOTE_SCRIPT})(?=[^\n]*{_REMOTE_RISK})",
+        "runs a script fetched from the network as a standing order or from a bare host",
     ),
     (
         "exfil.exfiltrate",
@@ -389,7 +480,7 @@ SECRET_READ_RULES = _rules(
 BACKDOOR_RULES = _rules(
     (
         "ssh_backdoor.authorized_keys",
-        r"(?:(?:>>?|\btee\b(?:\s+-a)?|\bcat\b[^\n]{0,40}>>?)\s*\S*authorized_keys|\b(?:cp|mv|install|sed\s+-i)\b[^\n]{0,120}?\S*/authorized_keys|ssh-(?:rsa|ed25519|dss|ecdsa)\s+\S{20,}[^\n]{0,120}authorized_keys|authorized_keys[^\n]{0,80}ssh-(?:rsa|ed25519|dss|ecdsa)\s+\S{20,}|\b(?:add|append|insert|write|put|install)\s+(?:this|the\s+following|my|our|a|the\s+attacker'?s?)\s+(?:ssh\s+)?(?:public\s+)?key\s+(?:to|into|in)\s+\S*authorized_keys)",
+        rf"(?:(?:>>?|\btee\b(?:\s+-a)?|\bcat\b[^\n]{{0,40}}>>?)\s*\S*authorized_keys|\b(?:cp|mv|install|sed\s+-i)\b[^\n]{{0,120}}?\S*/authorized_keys|{_PUBKEY}(?:(?!\bnot\b)[^\n]){{0,120}}authorized_keys|authorized_keys[^\n]{{0,80}}{_PUBKEY}|\b(?:add|append|insert|write|put|install)\s+(?:this|the\s+following|my|our|a|the\s+attacker'?s?)\s+(?:ssh\s+)?(?:public\s+)?key\s+(?:to|into|in)\s+\S*authorized_keys)",
         "plants an SSH key",
     ),
     (
@@ -459,6 +550,26 @@ BIDI_CHARS = frozenset(
 _TAG_RANGE = (0xE0000, 0xE007F)
 _ZWJ = "\u200d"
 _STRIP_TABLE = {ord(c): None for c in INVISIBLE_CHARS | BIDI_CHARS}
+# Cyrillic and Greek letters that look like Latin ones ("іgnore" with a Cyrillic
+# і): folded to Latin before matching. Only the lookalikes; the rest of a
+# Russian or Greek text is left alone, so it cannot spell English rule words.
+CONFUSABLES = {
+    # Cyrillic lower case
+    "а": "a", "в": "b", "е": "e", "ё": "e", "з": "3", "і": "i", "ї": "i", "ј": "j",
+    "к": "k", "м": "m", "н": "h", "о": "o", "р": "p", "с": "c", "т": "t", "у": "y",
+    "х": "x", "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l", "ɡ": "g", "һ": "h",
+    # Cyrillic upper case
+    "А": "A", "В": "B", "Е": "E", "Ё": "E", "З": "3", "І": "I", "Ї": "I", "Ј": "J",
+    "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C", "Т": "T", "У": "Y",
+    "Х": "X", "Ѕ": "S", "Ԁ": "D", "Ԛ": "Q", "Ԝ": "W", "Ӏ": "I", "Һ": "H",
+    # Greek lower case
+    "α": "a", "β": "b", "ε": "e", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p",
+    "τ": "t", "υ": "u", "χ": "x", "γ": "y", "ϲ": "c", "ϳ": "j",
+    # Greek upper case
+    "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M",
+    "Ν": "N", "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X", "Ϲ": "C",
+}  # fmt: skip
+_FOLD_TABLE = {ord(k): v for k, v in CONFUSABLES.items()} | _STRIP_TABLE
 
 # Families a scope runs: "strict" for memory writes, "context" for recalled
 # text shown to the model as data (secrets and shell commands are fine there).
@@ -498,12 +609,21 @@ def scan_for_threats(text: str, *, scope: str = "strict") -> list[str]:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
     normal = unicodedata.normalize("NFKC", text)
     found = _unicode_findings(normal)
-    plain = normal.translate(_STRIP_TABLE) if found else normal
+    plain = _fold(normal)
     lower = plain.lower()
     for rule in _SCOPE_RULES[scope]:
         if any(k in lower for k in rule.keywords) and rule.regex.search(plain):
             found.append(rule.id)
     return found
+
+
+def normalise(text: str) -> str:
+    """The text the rules run on: NFKC, invisible characters removed, look-alikes folded."""
+    return _fold(unicodedata.normalize("NFKC", text))
+
+
+def _fold(normal: str) -> str:
+    return normal if normal.isascii() else normal.translate(_FOLD_TABLE)
 
 
 def describe(pattern_id: str) -> str:
