@@ -202,7 +202,8 @@ def test_server_stops_itself_after_its_lifetime():
 def test_restart_after_stop():
     server = ScriptedLLMServer()
     with server:
-        pass
+        assert server.running
+    assert not server.running
     with server:
         server.enqueue(Reply.text("again"))
         assert ask(server) == "again"
