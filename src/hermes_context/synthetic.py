@@ -219,3 +219,104 @@ def generate_transcript(
         )
         messages.append({"role": "user", "content": "Great. Summarise what you changed and why."})
     return messages
+
+
+_DENSE_USER_FILLER = [
+    "ok",
+    "go on",
+    "looks good",
+    "thanks",
+    "what does that error mean?",
+    "can you check again?",
+    "hmm",
+    "sure",
+]
+_DENSE_ASSISTANT_FILLER = [
+    "Done.",
+    "Noted, I'll keep that in mind.",
+    "The checks pass now.",
+    "I looked at the logs; nothing unusual.",
+    "Running it again.",
+    "That warning is harmless.",
+]
+
+
+def _ops_output(rng: random.Random) -> tuple[str, str]:
+    """A short ops command and realistic output for it."""
+    kind = rng.choice(["pods", "df", "journal", "log"])
+    if kind == "pods":
+        rows = [
+            f"{rng.choice(['api', 'worker', 'web', 'cron'])}-{rng.randint(1000, 9999)}-"
+            f"{rng.choice('abcdefgh')}{rng.randint(10, 99)}   1/1     Running   "
+            f"{rng.randint(0, 4)}          {rng.randint(1, 30)}d"
+            for _ in range(rng.randint(4, 9))
+        ]
+        return "kubectl get pods -n prod", "NAME   READY   STATUS    RESTARTS   AGE\n" + "\n".join(
+            rows
+        )
+    if kind == "df":
+        rows = [
+            f"/dev/nvme{i}n1  {rng.randint(50, 900)}G  {rng.randint(10, 400)}G  "
+            f"{rng.randint(10, 500)}G  {rng.randint(5, 95)}% /srv/vol{i}"
+            for i in range(rng.randint(3, 7))
+        ]
+        return "df -h", "Filesystem      Size  Used Avail Use% Mounted on\n" + "\n".join(rows)
+    if kind == "journal":
+        rows = [
+            f"Nov {rng.randint(1, 28)} {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00 host "
+            f"app[{rng.randint(100, 999)}]: request handled in {rng.randint(2, 400)} ms"
+            for _ in range(rng.randint(5, 10))
+        ]
+        return "journalctl -u app -n 10 --no-pager", "\n".join(rows)
+    rows = [f"{rng.getrandbits(28):07x} {rng.choice(_FOLLOW_UPS)[:50]}" for _ in range(6)]
+    return "git log --oneline -6", "\n".join(rows)
+
+
+def generate_dense_session(
+    statements: list[str],
+    *,
+    n_messages: int = 130,
+    seed: int = 0,
+    user_filler: list[str] | None = None,
+    assistant_filler: list[str] | None = None,
+    tool_share: float = 0.5,
+) -> list[dict[str, Any]]:
+    """A chat of short turns with ``statements`` planted as user turns at spread positions.
+
+    The other user turns are fillers; about ``tool_share`` of the assistant turns run
+    a short ops command (kubectl, df, journalctl, git log) before a one-line reply.
+    The result starts after a system prompt and ends on a user turn.
+    """
+    rng = random.Random(seed)
+    users = user_filler or _DENSE_USER_FILLER
+    replies = assistant_filler or _DENSE_ASSISTANT_FILLER
+    n_user = max(len(statements) + 2, int(n_messages / (2 + 2 * tool_share)))
+    slots = sorted(rng.sample(range(1, n_user - 1), min(len(statements), n_user - 2)))
+    planted = dict(zip(slots, statements, strict=False))
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a helpful operations assistant."}
+    ]
+    for u in range(n_user):
+        messages.append({"role": "user", "content": planted.get(u) or rng.choice(users)})
+        if u == n_user - 1:
+            break
+        if rng.random() < tool_share:
+            call_id = f"dense_{u}"
+            command, output = _ops_output(rng)
+            call = {"name": "terminal", "arguments": json.dumps({"command": command})}
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": call_id, "type": "function", "function": call}],
+                }
+            )
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "content": json.dumps({"output": output, "exit_code": 0}),
+                }
+            )
+        messages.append({"role": "assistant", "content": rng.choice(replies)})
+    return messages

@@ -45,6 +45,18 @@ def is_cjk_char(ch: str) -> bool:
     return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
 
 
+def token_parts(text: str) -> tuple[int, int]:
+    """``(CJK characters, UTF-8 bytes of everything else)`` of ``text``.
+
+    ``estimate_tokens_rough`` is ``cjk + (rest_bytes + 3) // 4``; summing the
+    parts of pieces gives the exact estimate of their concatenation.
+    """
+    if text.isascii():
+        return 0, len(text)
+    rest = _CJK_RE.sub("", text)
+    return len(text) - len(rest), len(rest.encode("utf-8", "surrogatepass"))
+
+
 def estimate_tokens_rough(text: str | None) -> int:
     """Estimate tokens of ``text``: ~4 bytes a token, 1 token per CJK character.
 
@@ -53,11 +65,8 @@ def estimate_tokens_rough(text: str | None) -> int:
     """
     if not text:
         return 0
-    if text.isascii():
-        return (len(text) + 3) // 4
-    rest = _CJK_RE.sub("", text)
-    cjk = len(text) - len(rest)
-    return cjk + (len(rest.encode("utf-8", "surrogatepass")) + 3) // 4
+    cjk, rest = token_parts(text)
+    return cjk + (rest + 3) // 4
 
 
 def estimate_content_tokens(content: Any) -> int:

@@ -6,6 +6,7 @@ system note, historical image stripping and tool-pair sanitising.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,9 +34,21 @@ LINEAGE_KEY = "_lineage"
 _IMAGE_TYPES = ("image_url", "image", "input_image")
 
 
+# Marker text quoted inside a summary (from tool output, a web page, a model's echo) would
+# end the reference-only block early; it is neutralised before the block is built.
+_MARKER_TEXT_RE = re.compile(
+    r"-*\s*END\s+OF\s+CONTEXT\s+SUMMARY[^\n]*|\[\s*CONTEXT\s+SUMMARY[^\]\n]*\]?", re.I
+)
+
+
+def neutralize_markers(text: str) -> str:
+    """Replace summary markers inside ``text`` with a visible, inert placeholder."""
+    return _MARKER_TEXT_RE.sub("[summary marker removed]", text)
+
+
 def summary_block(summary: str) -> str:
     """Prefix + summary + END marker: the text a summary message carries."""
-    return f"{SUMMARY_PREFIX}\n\n{summary.strip()}\n\n{SUMMARY_END_MARKER}"
+    return f"{SUMMARY_PREFIX}\n\n{neutralize_markers(summary.strip())}\n\n{SUMMARY_END_MARKER}"
 
 
 def split_summary(message: dict[str, Any]) -> tuple[str, str]:
@@ -227,14 +240,17 @@ def _kept_after(bounds: Boundaries, n: int) -> list[int]:
 
 def summary_inputs(
     original: list[dict[str, Any]], bounds: Boundaries
-) -> tuple[list[dict[str, Any]], str | None]:
-    """The original turns of the middle, and the previous summary text.
+) -> tuple[list[dict[str, Any]], str | None, int]:
+    """The original turns of the middle, the previous summary text, and where it sat.
 
     A previous summary is taken from wherever it sits (middle, anchor or tail),
-    so the new summary replaces it and the prompt holds exactly one.
+    so the new summary replaces it and the prompt holds exactly one. The third
+    value counts the turns older than the (first) previous summary: after a
+    decayed head, the old head's turns come before it in time.
     """
     turns: list[dict[str, Any]] = []
     previous: list[str] = []
+    previous_at = 0
     kept = _kept_after(bounds, len(original))
     summaries_kept = [i for i in kept if is_summary(original[i])]
     middle = set(bounds.middle)
@@ -243,12 +259,14 @@ def summary_inputs(
         if not is_summary(m):
             turns.append(m)
             continue
+        if not previous:
+            previous_at = len(turns)
         previous.append(split_summary(m)[0])
         inner = unmerge(m)
         if i in middle and inner is not None:
             if content_text(inner.get("content")) or inner.get("tool_calls"):
                 turns.append(inner)
-    return turns, ("\n\n".join(previous) if previous else None)
+    return turns, ("\n\n".join(previous) if previous else None), previous_at
 
 
 def _strip_old_summaries(kept: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:

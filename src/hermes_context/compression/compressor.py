@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, LLMAPIError
@@ -16,11 +16,11 @@ from ..messages import (
     is_summary,
     strip_think_blocks,
 )
-from ..tokens import estimate_messages_tokens_rough
+from ..tokens import MESSAGE_OVERHEAD_TOKENS, estimate_messages_tokens_rough, estimate_tokens_rough
 from . import assembly
 from .antithrash import ThrashState
 from .boundaries import find_boundaries, protect_head_end
-from .deterministic import DeterministicSummarizer
+from .deterministic import DeterministicSummarizer, Fitted
 from .pinned import ensure_pinned, pinned_for_summary
 from .prompt import build_summary_request, summary_target_tokens
 from .prune import MAX_TAIL_MESSAGE_FLOOR, PruneOutcome, prune_messages
@@ -38,9 +38,35 @@ CHARS_PER_TOKEN = 4
 TARGET_SUMMARY_SHARE = 0.35
 # ...and the plan is re-tried with halved budgets at most this many times.
 TARGET_ROUNDS = 5
+# Deterministic target fitting stops once the result is this close under the target...
+TARGET_SLACK = 0.05
+# ...and never gives the summary fewer tokens than this.
+MIN_SUMMARY_TOKENS = 60
+# Under a target the summary comes before every verbatim message but the last one.
+TARGET_TAIL_FLOOR = 1
 
 
 _FALLBACK = "deterministic (fallback)"
+
+
+@dataclass
+class _Call:
+    """State of one ``compress`` call; kept off the compressor so calls never share it."""
+
+    focus: str | None
+    goal_hint: str | None
+    llm_failure: str | None = None
+    context: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Tail budget and floor to try, and the summary's character (or token) target."""
+
+    tail_budget: int
+    floor: int
+    target: int | None = None
+    summary_chars: int | None = None
 
 
 @dataclass
@@ -50,6 +76,7 @@ class _Summary:
     aborted: bool = False
     error: str | None = None
     summariser: str = "deterministic"
+    fitted: Fitted | None = None
 
 
 class ContextCompressor:
@@ -125,8 +152,6 @@ class ContextCompressor:
         self.proactive_prune_min_reclaim_tokens = proactive_prune_min_reclaim_tokens
         self._clock = clock or time.time
         self._deterministic = DeterministicSummarizer()
-        self._goal_hint: str | None = None
-        self._llm_failure: str | None = None
         self._state = ThrashState()
         self.last_prompt_tokens = 0
         self.context_length = context_length
@@ -409,22 +434,17 @@ class ContextCompressor:
         # another process): its head has decayed too.
         decayed = self._state.compression_count > 0 or any(is_summary(m) for m in original)
         head_end = protect_head_end(original, self.protect_first_n, decayed=decayed)
-        plans = _plans(self, original, head_end, target_tokens)
-        self._llm_failure = None  # one LLM attempt per call, whatever the plans
-        result = None
-        for tail_budget, floor, summary_chars in plans:
-            result = self._attempt(
-                original, tokens_before, head_end, tail_budget, floor, summary_chars, focus
+        call = _Call(focus=focus, goal_hint=_first_user_text(original))
+        if target_tokens is not None and self.summarizer is None:
+            result = self._fit_target(call, original, tokens_before, head_end, target_tokens)
+        else:
+            result = self._run_plans(call, original, tokens_before, head_end, target_tokens)
+        if target_tokens is not None and not result.aborted and result.tokens_after > target_tokens:
+            result.report.warnings.append(
+                f"the result ({result.tokens_after:,} tokens) is over the target "
+                f"({target_tokens:,}): the system prompt, the protected head and the newest "
+                "messages alone need more"
             )
-            if result.aborted or target_tokens is None or result.tokens_after <= target_tokens:
-                break
-            if (
-                self.summarizer is not None
-                and result.summary is not None
-                and not result.used_fallback
-            ):
-                break  # do not pay for another LLM call: the best single plan is taken
-        assert result is not None
         if not result.aborted:
             self._state.turn_compressions += 1
             self._state.record_outcome(
@@ -436,23 +456,78 @@ class ContextCompressor:
         result.compressor_state = self.get_state()
         return result
 
-    def _attempt(
+    def _run_plans(
         self,
+        call: _Call,
         original: list[dict[str, Any]],
         tokens_before: int,
         head_end: int,
-        tail_budget: int,
-        floor: int,
-        summary_chars: int | None,
-        focus: str | None,
+        target_tokens: int | None,
     ) -> CompressionResult:
-        pruned = self._prune(original, tail_budget, floor)
+        """The default plan, or (with an LLM) shrinking plans until ``target_tokens`` fits."""
+        result = None
+        for plan in _plans(self, original, head_end, target_tokens):
+            result = self._attempt(call, original, tokens_before, head_end, plan)
+            if result.aborted or target_tokens is None or result.tokens_after <= target_tokens:
+                break
+            if (
+                self.summarizer is not None
+                and result.summary is not None
+                and not result.used_fallback
+            ):
+                break  # do not pay for another LLM call: the best single plan is taken
+        assert result is not None
+        return result
+
+    def _fit_target(
+        self,
+        call: _Call,
+        original: list[dict[str, Any]],
+        tokens_before: int,
+        head_end: int,
+        target: int,
+    ) -> CompressionResult:
+        """Deterministic summary first, then verbatim tail messages, within ``target`` tokens.
+
+        The tail starts at the last message and the summary gets all the room
+        left; what the summary does not need goes to more verbatim messages, a
+        few rounds, keeping the fullest result that fits.
+        """
+        floor = TARGET_TAIL_FLOOR
+        result = self._attempt(call, original, tokens_before, head_end, _Plan(0, floor, target))
+        best = result if result.tokens_after <= target else None
+        tail = _tail_tokens(result)
+        step = target - result.tokens_after
+        for _ in range(TARGET_ROUNDS):
+            if result.aborted or abs(step) < target * TARGET_SLACK:
+                break
+            if step > 0 and result.report.summary_priority_omitted:
+                break  # the summary needs the room more than another verbatim message
+            tail = max(0, tail + step)
+            result = self._attempt(
+                call, original, tokens_before, head_end, _Plan(tail, floor, target)
+            )
+            fits = result.tokens_after <= target and not result.report.summary_priority_omitted
+            if fits and (best is None or result.tokens_after > best.tokens_after):
+                best = result
+            step = (target - result.tokens_after) if fits else -abs(step) // 2
+        return best or result
+
+    def _attempt(
+        self,
+        call: _Call,
+        original: list[dict[str, Any]],
+        tokens_before: int,
+        head_end: int,
+        plan: _Plan,
+    ) -> CompressionResult:
+        pruned = self._prune(original, plan.tail_budget, plan.floor)
         after_prune = estimate_messages_tokens_rough(pruned.messages)
         bounds = find_boundaries(
             pruned.messages,
             head_end=head_end,
-            tail_budget=tail_budget,
-            tail_floor=floor,
+            tail_budget=plan.tail_budget,
+            tail_floor=plan.floor,
             min_tail_user_messages=self.min_tail_user_messages,
         )
         report = CompressionReport(
@@ -460,25 +535,36 @@ class ContextCompressor:
             pruned=sorted(pruned.pruned),
             summariser="none",
         )
-        turns, previous = assembly.summary_inputs(original, bounds)
-        self._goal_hint = _first_user_text(original)
+        turns, previous, previous_at = assembly.summary_inputs(original, bounds)
         if not turns:
             return self._finish_pruned(
                 original, pruned, tokens_before, report, "nothing to summarise"
             )
+        summary_tokens = None
+        if plan.target is not None and self.summarizer is None:
+            summary_tokens = max(
+                MIN_SUMMARY_TOKENS, plan.target - _kept_tokens(pruned.messages, bounds)
+            )
         content_tokens = estimate_messages_tokens_rough(turns)
-        summary = self._summarise(turns, previous, focus, content_tokens, summary_chars)
+        call.context = original[: bounds.head_end]
+        summary = self._summarise(
+            call, turns, previous, previous_at, content_tokens, plan.summary_chars, summary_tokens
+        )
         report.summariser = summary.summariser
+        if summary.fitted is not None:
+            report.summary_items = summary.fitted.kept
+            report.summary_items_omitted = summary.fitted.omitted
+            report.summary_priority_omitted = summary.fitted.omitted_priority
         if summary.error:
             report.warnings.append(summary.error)
         if summary.aborted or summary.text is None:
             report.warnings.append(
                 "compression aborted: the messages are unchanged, nothing was lost"
             )
-            res = self._unchanged(
+            report.pruned = []
+            return self._unchanged(
                 original, tokens_before, report=report, aborted=True, error=summary.error
             )
-            return res
         messages, lineage = assembly.assemble(pruned.messages, bounds, summary.text, original)
         tokens_after = estimate_messages_tokens_rough(messages)
         if tokens_after >= after_prune:
@@ -534,23 +620,50 @@ class ContextCompressor:
 
     def _summarise(
         self,
+        call: _Call,
         turns: list[dict[str, Any]],
         previous: str | None,
-        focus: str | None,
+        previous_at: int,
         content_tokens: int,
         summary_chars: int | None,
+        summary_tokens: int | None,
     ) -> _Summary:
         target = summary_target_tokens(content_tokens, self.context_length)
         max_chars = summary_chars or target * CHARS_PER_TOKEN
+
+        def deterministic(previous: str | None = previous) -> Fitted:
+            return self._deterministic.fit_summary(
+                turns,
+                previous_summary=previous,
+                focus=call.focus,
+                max_chars=max_chars,
+                max_tokens=summary_tokens,
+                goal_hint=call.goal_hint,
+                previous_at=previous_at,
+                context=call.context,
+            )
+
         if self.summarizer is None:
-            return _Summary(self._run_deterministic(turns, previous, focus, max_chars))
-        if self._llm_failure is not None:  # a later plan of the same call: no second LLM try
-            text = self._run_deterministic(turns, previous, focus, max_chars)
-            return _Summary(text, used_fallback=True, error=self._llm_failure, summariser=_FALLBACK)
+            fitted = deterministic()
+            return _Summary(fitted.text, fitted=fitted)
+        if call.llm_failure is not None:  # a later plan of the same call: no second LLM try
+            fitted = deterministic()
+            return _Summary(
+                fitted.text,
+                used_fallback=True,
+                error=call.llm_failure,
+                summariser=_FALLBACK,
+                fitted=fitted,
+            )
         pinned = pinned_for_summary(turns, previous)
         name = getattr(self.summarizer, "name", "llm")
         request = build_summary_request(
-            turns, previous_summary=previous, pinned=pinned, target_tokens=target, focus=focus
+            turns,
+            previous_summary=previous,
+            pinned=pinned,
+            target_tokens=target,
+            focus=call.focus,
+            draft=deterministic(None).text,  # the turns only: the previous summary is sent once
         )
         try:
             raw = self.summarizer(request)
@@ -558,31 +671,18 @@ class ContextCompressor:
             if not text:
                 raise LLMAPIError("the summariser returned an empty summary", kind="bad_json")
         except LLMAPIError as exc:
-            return self._on_failure(exc, turns, previous, focus, max_chars, name)
+            return self._on_failure(call, exc, deterministic, name)
         except Exception as exc:  # noqa: BLE001 - a plugin summariser's bug degrades, not aborts
             error = LLMAPIError(f"{type(exc).__name__}: {exc}", kind="other")
-            return self._on_failure(error, turns, previous, focus, max_chars, name)
+            return self._on_failure(call, error, deterministic, name)
         self._state.timeout_strikes = 0
         return _Summary(ensure_pinned(text.strip(), pinned), summariser=str(name))
 
-    def _run_deterministic(
-        self, turns: list[dict[str, Any]], previous: str | None, focus: str | None, max_chars: int
-    ) -> str:
-        return self._deterministic.summarize(
-            turns,
-            previous_summary=previous,
-            focus=focus,
-            max_chars=max_chars,
-            goal_hint=self._goal_hint,
-        )
-
     def _on_failure(
         self,
+        call: _Call,
         exc: LLMAPIError,
-        turns: list[dict[str, Any]],
-        previous: str | None,
-        focus: str | None,
-        max_chars: int,
+        deterministic: Callable[[], Fitted],
         name: str,
     ) -> _Summary:
         policy = failure_policy(exc, self._state.timeout_strikes)
@@ -593,12 +693,19 @@ class ContextCompressor:
         error = f"summary failed ({exc.kind}{f', HTTP {exc.status_code}' if exc.status_code else ''}): {exc}"
         if policy.abort or self.abort_on_summary_failure:
             return _Summary(None, aborted=True, error=error, summariser=str(name))
-        text = self._run_deterministic(turns, previous, focus, max_chars)
+        fitted = deterministic()
         if isinstance(exc, SummarizerUnavailable):
             # No LLM configured: the deterministic summary is the primary, not a fallback.
-            return _Summary(text, error=error, summariser="deterministic (no LLM configured)")
-        self._llm_failure = error
-        return _Summary(text, used_fallback=True, error=error, summariser=_FALLBACK)
+            return _Summary(
+                fitted.text,
+                error=error,
+                summariser="deterministic (no LLM configured)",
+                fitted=fitted,
+            )
+        call.llm_failure = error
+        return _Summary(
+            fitted.text, used_fallback=True, error=error, summariser=_FALLBACK, fitted=fitted
+        )
 
 
 def _check_shapes(messages: list[Any]) -> None:
@@ -640,10 +747,10 @@ def _blocked_warning(reason: str) -> str:
 
 def _plans(
     comp: ContextCompressor, messages: list[dict[str, Any]], head_end: int, target: int | None
-) -> list[tuple[int, int, int | None]]:
-    """``(tail_budget, tail_floor, summary_chars)`` to try, in order."""
+) -> list[_Plan]:
+    """Plans to try, in order: the default one, or shrinking ones for ``target``."""
     if target is None:
-        return [(comp.tail_token_budget, comp._tail_floor(), None)]
+        return [_Plan(comp.tail_token_budget, comp._tail_floor())]
     fixed = estimate_messages_tokens_rough(messages[:head_end])
     users = [i for i, m in enumerate(messages) if is_real_user(m)]
     if users and users[-1] >= head_end:
@@ -651,11 +758,28 @@ def _plans(
     room = max(0, target - fixed)
     summary_tokens = max(100, int(room * TARGET_SUMMARY_SHARE))
     tail = max(0, room - summary_tokens)
-    plans: list[tuple[int, int, int | None]] = []
+    plans: list[_Plan] = []
     for _ in range(TARGET_ROUNDS):
-        plan = (tail, 1, max(400, summary_tokens * CHARS_PER_TOKEN))
+        plan = _Plan(tail, 1, target, max(400, summary_tokens * CHARS_PER_TOKEN))
         if plan not in plans:
             plans.append(plan)
         tail //= 2
         summary_tokens = max(50, int(summary_tokens * 0.7))
     return plans
+
+
+def _kept_tokens(messages: list[dict[str, Any]], bounds: Any) -> int:
+    """Tokens of what stays verbatim (head, anchor, tail) plus the summary's frame."""
+    kept = messages[: bounds.head_end] + messages[bounds.tail_start :]
+    if bounds.anchor is not None:
+        kept.append(messages[bounds.anchor])
+    frame = estimate_tokens_rough(assembly.summary_block("") + assembly.SYSTEM_NOTE)
+    return estimate_messages_tokens_rough(kept) + frame + 2 * MESSAGE_OVERHEAD_TOKENS
+
+
+def _tail_tokens(result: CompressionResult) -> int:
+    """Tokens of the verbatim messages after the summary in a result."""
+    at = next((i for i, m in enumerate(result.messages) if is_summary(m)), None)
+    if at is None:
+        return 0
+    return estimate_messages_tokens_rough(result.messages[at + 1 :])

@@ -1,310 +1,474 @@
 """The deterministic, extractive summariser: the default when no LLM is configured.
 
-It reads the dropped turns and fills the same headings as the LLM template:
-the goal, verbatim constraints and preferences (latest restatement wins), the
-active task, actions and their outcomes, decisions, files, pending asks,
-remaining work and exact error strings, within a character budget.
+It writes a handoff a successor agent can continue from, under the same
+headings as the LLM template (empty ones omitted): pinned rules and facts
+first of all; what the user asked for (a gist and a pointer when the first
+message is kept verbatim); what was found, changed (per file, with functions
+and lines), verified (latest outcome per test command) and went wrong; the
+decisions; scratch files; what was next. Items of a previous summary are
+carried in their section and order, newer facts replacing stale ones.
+
+The budget (characters and tokens) is spent greedily by priority and age, so
+a tight budget keeps the most important items whole instead of clipping
+headings away; building and fitting are linear in the size of the turns.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from ..messages import content_text, is_real_user, strip_think_blocks
+from ..messages import content_text, is_real_user
+from ..tokens import token_parts
+from .handoff import FileChange, Handoff, Item, TestRun, clip, read_handoff
 from .pinned import Fact, extract_facts, fact_key, merge_facts
 from .prompt import SUMMARY_HEADINGS, parse_summary
-from .tool_summaries import EDIT_TOOLS, WRITE_TOOLS, parse_arguments, summarize_tool_result
 
 # Hard cap of a deterministic summary (SPEC 3.5).
 DEFAULT_MAX_CHARS = 8_000
-# Per-item caps keep one huge message from eating the budget.
-GOAL_CHARS = 1_200
-TASK_CHARS = 600
-ITEM_CHARS = 300
-ERROR_LINE_CHARS = 300
-MAX_ACTIONS = 40
-MAX_FILES = 30
-MAX_ERRORS = 15
-MAX_DECISIONS = 10
-MAX_ASKS = 6
-LAST_TURNS = 3
-
-_ERROR_WORDS = r"error|failed|failure|exception|traceback|timeout|timed out|fatal"
-ERROR_RE = re.compile(_ERROR_WORDS, re.I)
-# One pass over a whole tool result: every line holding an error word.
-_ERROR_LINE_RE = re.compile(rf"^[^\n]*(?:{_ERROR_WORDS})[^\n]*$", re.I | re.M)
-_PATH_RE = re.compile(
-    r"(?<![\w:/.-])(?:~?/)?(?:[\w.-]+/)*[\w-][\w.-]*\."
-    r"(?:py|pyi|js|jsx|ts|tsx|mjs|json|ya?ml|toml|md|rst|txt|cfg|ini|conf|sql|sh|go|rs|java|kt|"
-    r"c|h|cc|cpp|hpp|rb|php|html|css|scss|lock|xml|csv|ipynb|proto|tf|gradle)\b"
-)
-_MODIFY_CMD_RE = re.compile(
-    r"sed -i|\bpatch\b|git apply|cat\s*>|>\s*\S|\btee\b|\bmv\b|\bcp\b|\btouch\b"
-)
-_DECISION_RE = re.compile(
-    r"\b(decided|decision|the (fix|issue|problem|root cause|bug|cause) (is|was)|root cause|"
-    r"approach|instead of|i'?ll use|we'?ll use|chose|going with|solution is|turns out)\b",
-    re.I,
-)
-_REMAINING_RE = re.compile(
-    r"\b(next|todo|to do|remaining|still need|need to|then i'?ll|will now|left to)\b", re.I
-)
-
-# Trim order under a tight budget: lowest priority loses items first.
-_PRIORITY = {
-    "## Completed Actions": 10,
-    "## Key Decisions": 20,
-    "## Relevant Files": 30,
-    "## Remaining Work": 40,
-    "## In Progress": 50,
-    "## Pending User Asks": 60,
-    "## Critical Context": 70,
-    "## Active Task": 80,
-    "## Goal": 90,
-    "## Constraints & Preferences": 100,
+# The gist of the first user message when the head keeps it verbatim...
+GIST_CHARS = 220
+# ...and the fuller goal when it does not.
+GOAL_CHARS = 900
+TASK_CHARS = 400
+# Files listed (besides modified ones): the most mentioned.
+MAX_FILES = 15
+# Ages: turns before a previous summary, its items, then the turns after it.
+_GAP = 1_000_000
+# Leads: the newest items of each kind that outrank everything but pinned facts and the ask.
+_LEADS = {
+    "finding": 3,
+    "change": 8,
+    "test": 4,
+    "error": 3,
+    "decision": 2,
+    "scratch": 1,
+    "next": 2,
+    "progress": 1,
 }
-
-
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+# Priority of the other items (lower survives longer), after leads.
+_REST_TIER = {
+    "finding": 4,
+    "change": 4,
+    "test": 4,
+    "error": 4,
+    "decision": 4,
+    "ask": 4,
+    "file_modified": 5,
+    "next": 6,
+    "file": 6,
+    "action": 6,
+    "carried": 6,
+}
+_POINTER = "(the user's first message, kept verbatim in this conversation)"
+_CURRENT = "Current: "
+_CHANGE_RE = re.compile(
+    r"^(Changed|Created|Deleted) `(?P<path>[^`]+)` \((?P<hows>[^)]*)\)(?:: (?P<parts>.*))?$"
+)
+_TEST_RE = re.compile(r"^Tests `(?P<cmd>[^`]+)`")
+_SCRATCH_PREFIX = "Scratch files (made by the agent, not part of the project): "
+_ERROR_PREFIXES = ("Error: ", "Error ")
 
 
 @dataclass
-class _Extract:
-    """What the dropped turns say, gathered in one pass."""
-
-    users: list[str] = field(default_factory=list)
-    actions: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    files: dict[str, list[int]] = field(default_factory=dict)  # path -> [mentions, modified]
-    decisions: list[str] = field(default_factory=list)
-    assistant_texts: list[str] = field(default_factory=list)
-    last_turns: list[str] = field(default_factory=list)
+class _Ranked:
+    item: Item
+    tier: float
 
 
-def _note_paths(ex: _Extract, text: str, modified: bool) -> None:
-    for path in _PATH_RE.findall(text) if "." in text else ():
-        entry = ex.files.setdefault(path, [0, 0])
-        entry[0] += 1
-        entry[1] |= int(modified)
+def _kind_of(section: str, text: str) -> str:
+    """The kind of an item read back from a previous summary."""
+    if _CHANGE_RE.match(text):
+        return "change"
+    if _TEST_RE.match(text):
+        return "test"
+    for prefix, kind in (
+        ("Found: ", "finding"),
+        ("Decision: ", "decision"),
+        ("Next: ", "next"),
+        ("Last step: ", "progress"),
+        (_SCRATCH_PREFIX, "scratch"),
+    ):
+        if text.startswith(prefix):
+            return kind
+    if text.startswith(_ERROR_PREFIXES):
+        return "error"
+    if section == "## Relevant Files":
+        return "file_modified" if text.endswith("(modified)") else "file"
+    return "carried"
 
 
-def _call_paths(ex: _Extract, call: dict[str, Any]) -> None:
-    fn = call.get("function") or {}
-    name = str(fn.get("name") or "tool")
-    args = parse_arguments(fn.get("arguments"))
-    arg_text = " ".join(str(v) for v in args.values())
-    modified = name in WRITE_TOOLS or name in EDIT_TOOLS or bool(_MODIFY_CMD_RE.search(arg_text))
-    _note_paths(ex, arg_text, modified)
+class _Builder:
+    """Turns, a previous summary and the goal hint into ranked items."""
 
+    def __init__(
+        self,
+        turns: Sequence[dict[str, Any]],
+        previous: str | None,
+        goal_hint: str | None,
+        previous_at: int,
+        context: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        self.turns = list(turns)
+        self.prev = parse_summary(previous)
+        self.goal_hint = goal_hint
+        self.at = max(0, min(previous_at, len(self.turns))) if previous else len(self.turns)
+        self.h: Handoff = read_handoff(self.turns, seq0=0, context=context)
+        self._reseq()
 
-def _action(call: dict[str, Any], results: dict[str, Any]) -> str:
-    fn = call.get("function") or {}
-    name = str(fn.get("name") or "tool")
-    result = results.get(str(call.get("id")))
-    if result is None:
-        return f"[{name}] " + _clip(str(fn.get("arguments") or ""), 120)
-    return summarize_tool_result(name, fn.get("arguments"), result)
+    def _reseq(self) -> None:
+        """Push items of the turns after the previous summary past its items' ages."""
+        shift = lambda s: s + _GAP if s >= self.at else s  # noqa: E731
+        for item in self.h.items:
+            item.seq = shift(item.seq)
+        for change in self.h.changes.values():
+            change.seq = shift(change.seq)
+        for run in self.h.tests.values():
+            run.seq = shift(run.seq)
+        self.h.requests = [(shift(s), t) for s, t in self.h.requests]
+        self.h.scratch = {p: shift(s) for p, s in self.h.scratch.items()}
+        if self.h.last_action:
+            self.h.last_action = (shift(self.h.last_action[0]), self.h.last_action[1])
+        self.h.last_prose = shift(self.h.last_prose)
 
+    def _prev_seq(self, k: int) -> int:
+        return self.at + 1 + k
 
-def _error_lines(text: str) -> list[str]:
-    if not ERROR_RE.search(text):
-        return []
-    return [_clip(m.group(0).strip(), ERROR_LINE_CHARS) for m in _ERROR_LINE_RE.finditer(text)]
+    def _current(self, seq: int) -> bool:
+        """Whether an item comes from turns newer than the previous summary (or there is none)."""
+        return not self.prev or seq >= _GAP
 
+    def items(self) -> list[Item]:
+        out: list[Item] = []
+        out += self._goal()
+        out += self._facts()
+        out += self._task()
+        out += self._carried_and_merged()
+        out += self._files()
+        return out
 
-def _recent(turns: Sequence[dict[str, Any]], ex: _Extract, results: dict[str, Any]) -> None:
-    """Actions and error lines, newest first, only as many as the summary keeps."""
-    actions: list[str] = []
-    errors: list[str] = []
-    for m in reversed(turns):
-        if m.get("role") == "tool" and len(set(errors)) < MAX_ERRORS:
-            errors.extend(reversed(_error_lines(content_text(m.get("content")))))
-        elif len(actions) < MAX_ACTIONS:
-            actions.extend(_action(c, results) for c in reversed(m.get("tool_calls") or ()))
-        if len(actions) >= MAX_ACTIONS and len(set(errors)) >= MAX_ERRORS:
-            break
-    ex.actions, ex.errors = actions[::-1], errors[::-1]
+    # -- the ask --------------------------------------------------------------
 
+    def _goal(self) -> list[Item]:
+        """The user's ask: carried, or from the first message (a pointer when it is kept)."""
+        prev_goal = self.prev.get("## Goal", [])
+        first = prev_goal[0] if prev_goal and not prev_goal[0].startswith(_CURRENT) else None
+        in_turns = self.goal_hint is not None and any(
+            is_real_user(m) and content_text(m.get("content")) == self.goal_hint for m in self.turns
+        )
+        if first and _POINTER not in first:
+            text: str | None = first
+        elif in_turns:
+            text = clip(_strip_tags(self.goal_hint or ""), GOAL_CHARS)
+        elif self.goal_hint is not None and not self.prev:
+            text = f"Asked for {_POINTER}: {gist(self.goal_hint)}"
+        else:
+            # Neither the head nor a previous summary says it: the earliest request here.
+            text = first or (self.h.requests[0][1] if self.h.requests else None)
+        return [Item("## Goal", "goal", text, -1)] if text else []
 
-def _extract(turns: Sequence[dict[str, Any]]) -> _Extract:
-    ex = _Extract()
-    results = {
-        str(m.get("tool_call_id")): m.get("content") for m in turns if m.get("role") == "tool"
-    }
-    for m in turns:
-        role = m.get("role")
-        if role == "assistant":
-            text = strip_think_blocks(content_text(m.get("content")))
-            if text:
-                ex.assistant_texts.append(text)
-                _note_paths(ex, text, False)
-                ex.decisions.extend(
-                    _clip(s, ITEM_CHARS) for s in _sentences(text) if _DECISION_RE.search(s)
-                )
-            for call in m.get("tool_calls") or ():
-                _call_paths(ex, call)
-        elif is_real_user(m):
-            text = content_text(m.get("content"))
-            ex.users.append(text)
-            _note_paths(ex, text, False)
-    _recent(turns, ex, results)
-    for m in turns[-LAST_TURNS:]:
-        ex.last_turns.append(_last_turn(m, turns))
-    return ex
+    def _task(self) -> list[Item]:
+        """State sections: taken from the newest turns, else carried from the previous summary."""
+        out = []
+        requests = [(s, t) for s, t in self.h.requests if self._current(s)]
+        if requests:
+            seq, text = requests[-1]
+            out.append(Item("## Active Task", "task", clip(text, TASK_CHARS), seq))
+            for seq, text in requests[-4:-1]:
+                out.append(Item("## Pending User Asks", "ask", text, seq))
+        else:
+            out += self._carry("## Active Task", "task")
+            out += self._carry("## Pending User Asks", "ask")
+        if self.h.last_action and self._current(self.h.last_action[0]):
+            seq, line = self.h.last_action
+            out.append(Item("## In Progress", "progress", f"Last step: {line}", seq))
+        else:
+            out += self._carry("## In Progress", "progress")
+        last_prose = self.h.last_prose
+        nexts = [i for i in self.h.items if i.kind == "next" and i.seq == last_prose]
+        if nexts and self._current(last_prose):
+            out += nexts[-2:]
+        else:
+            out += self._carry("## Remaining Work", "next")
+        return out
 
+    def _carry(self, section: str, kind: str) -> list[Item]:
+        return [
+            Item(section, kind, t, self._prev_seq(k))
+            for k, t in enumerate(self.prev.get(section, []))
+        ]
 
-def _last_turn(message: dict[str, Any], turns: Sequence[dict[str, Any]]) -> str:
-    role = message.get("role")
-    if role == "tool":
-        cid = message.get("tool_call_id")
-        for m in turns:
-            for call in m.get("tool_calls") or ():
-                if call.get("id") == cid:
-                    fn = call.get("function") or {}
-                    return summarize_tool_result(
-                        fn.get("name"), fn.get("arguments"), message.get("content")
+    # -- pinned facts ---------------------------------------------------------
+
+    def _facts(self) -> list[Item]:
+        older = [
+            Fact("constraint", fact_key(t), t)
+            for t in self.prev.get("## Constraints & Preferences", [])
+        ]
+        for t in self.prev.get("## Goal", []):
+            if t.startswith(_CURRENT):
+                text = t.removeprefix(_CURRENT)
+                older.append(Fact("goal", fact_key(text), text))
+        for t in self.prev.get("## Critical Context", []):
+            if not t.startswith(_ERROR_PREFIXES):
+                older.append(Fact("fact", fact_key(t), t))
+        facts = merge_facts(older, extract_facts(self.turns))
+        goal = _strip_tags(self.goal_hint or "")
+        out = []
+        for k, f in enumerate(facts):
+            if f.kind in ("fact", "statement") and f.text in goal:
+                continue  # the goal says it already
+            if f.kind == "goal":
+                out.append(Item("## Goal", "current", _CURRENT + f.text, k))
+            elif f.kind in ("fact", "statement"):
+                out.append(Item("## Critical Context", "fact", f.text, k))
+            else:
+                out.append(Item("## Constraints & Preferences", "pinned", f.text, k))
+        return out
+
+    # -- what happened --------------------------------------------------------
+
+    def _carried_and_merged(self) -> list[Item]:
+        new_changes = dict(self.h.changes)
+        new_tests = dict(self.h.tests)
+        seen: set[str] = set()
+        out: list[Item] = []
+        for section in ("## Completed Actions", "## Key Decisions", "## Critical Context"):
+            for k, text in enumerate(self.prev.get(section, [])):
+                item = self._merge_prev(section, text, self._prev_seq(k), new_changes, new_tests)
+                if item is not None and item.text not in seen:
+                    seen.add(item.text)
+                    out.append(item)
+        for change in new_changes.values():
+            out.append(Item("## Completed Actions", "change", change.render(), change.seq))
+        for run in new_tests.values():
+            out.append(Item("## Completed Actions", "test", run.render(), run.seq))
+        for item in self.h.items:
+            if item.kind in ("finding", "decision", "error", "action") and item.text not in seen:
+                seen.add(item.text)
+                out.append(item)
+        return _dedupe_keys(out)
+
+    def _merge_prev(
+        self,
+        section: str,
+        text: str,
+        seq: int,
+        changes: dict[str, FileChange],
+        tests: dict[str, TestRun],
+    ) -> Item | None:
+        kind = _kind_of(section, text)
+        if section == "## Critical Context" and kind != "error":
+            return None  # facts are merged with the pinned facts
+        m = _CHANGE_RE.match(text)
+        if m and m["path"] in changes:
+            merged = _merge_change(m, changes.pop(m["path"]))
+            return Item(section, "change", merged.render(), merged.seq)
+        t = _TEST_RE.match(text)
+        if t and any(run.command == t["cmd"] or k == t["cmd"] for k, run in tests.items()):
+            return None  # a newer run of the same tests replaces it
+        return Item(section, kind, text, seq, key=_key_of(kind, text))
+
+    def _files(self) -> list[Item]:
+        prev_files = self.prev.get("## Relevant Files", [])
+        scratch = dict(self.h.scratch)
+        modified = {p: c.seq for p, c in self.h.changes.items()}
+        out: list[Item] = []
+        for k, text in enumerate(prev_files):
+            if text.startswith(_SCRATCH_PREFIX):
+                for name in re.findall(r"`([^`]+)`", text):
+                    scratch.setdefault(name, self._prev_seq(k))
+                continue
+            path = text.removesuffix(" (modified)")
+            if path not in modified and path not in self.h.files:
+                out.append(
+                    Item(
+                        "## Relevant Files",
+                        _kind_of("## Relevant Files", text),
+                        text,
+                        self._prev_seq(k),
                     )
-        return summarize_tool_result(message.get("name"), {}, message.get("content"))
-    body = strip_think_blocks(content_text(message.get("content")))
-    calls = [str((c.get("function") or {}).get("name")) for c in message.get("tool_calls") or ()]
-    if calls:
-        body = f"{body} [called: {', '.join(calls)}]".strip()
-    return f"[{role}] {_clip(body or '(empty)', ITEM_CHARS)}"
+                )
+        ranked = sorted(self.h.files.items(), key=lambda kv: -kv[1])
+        for path, count in ranked[:MAX_FILES]:
+            if path in scratch:
+                continue
+            if path in modified:
+                out.append(
+                    Item("## Relevant Files", "file_modified", f"{path} (modified)", modified[path])
+                )
+            else:
+                out.append(Item("## Relevant Files", "file", path, self.at + _GAP // 2 + count))
+        for path, seq in modified.items():
+            if path not in self.h.files and path not in scratch:
+                out.append(Item("## Relevant Files", "file_modified", f"{path} (modified)", seq))
+        if scratch:
+            names = ", ".join(f"`{p}`" for p in sorted(scratch, key=scratch.get))
+            out.append(
+                Item("## Relevant Files", "scratch", _SCRATCH_PREFIX + names, max(scratch.values()))
+            )
+        return out
 
 
-def _sentences(text: str) -> list[str]:
-    return [s for s in re.split(r"(?<=[.!?])\s+|\n+", text) if s.strip()]
+def _merge_change(prev: re.Match[str], new: FileChange) -> FileChange:
+    """A previous summary's entry for a file, updated with the newer change."""
+    merged = FileChange(prev["path"], new.seq, created=prev.group(1) == "Created" or new.created)
+    for how in [h.strip() for h in prev["hows"].split(",") if h.strip()] + new.hows:
+        merged.note(how, new.seq)
+    for part in (prev["parts"] or "").split("; "):
+        label, _, rest = part.partition(" ")
+        names = re.findall(r"`([^`]+)`", rest)
+        if label in ("added", "removed", "changed") and names:
+            merged.names(label, names)
+        elif label == "lines":
+            for span in rest.split(", "):
+                a, _, b = span.partition("-")
+                if a.isdigit():
+                    merged.lines.append((int(a), int(b) if b.isdigit() else int(a)))
+        elif part:
+            merged.details.append(part)
+    for bucket in ("added", "removed", "changed"):
+        merged.names(bucket, getattr(new, bucket))
+    merged.lines += new.lines
+    merged.details += new.details
+    merged.deleted = new.deleted
+    return merged
 
 
-def _dedupe_latest(items: Sequence[str], limit: int) -> list[str]:
-    """Unique items, the latest occurrence winning, at most ``limit`` of the newest."""
-    seen: set[str] = set()
-    out: list[str] = []
-    for item in reversed(items):
-        if item not in seen:
-            seen.add(item)
-            out.append(item)
-        if len(out) >= limit:
-            break
-    return out[::-1]
+def _key_of(kind: str, text: str) -> str:
+    if kind == "error":
+        return "error:" + text.split(": ", 2)[-1]
+    return ""
 
 
-def _files(ex: _Extract, previous: list[str]) -> list[str]:
-    ranked = sorted(ex.files.items(), key=lambda kv: (-kv[1][1], -kv[1][0]))
-    items = [f"{p} (modified)" if flags[1] else p for p, flags in ranked[:MAX_FILES]]
-    known = {i.removesuffix(" (modified)") for i in items}
-    items += [p for p in previous if p.removesuffix(" (modified)") not in known]
-    return items[:MAX_FILES][::-1]  # oldest-first order: trimming drops the least relevant
+def _dedupe_keys(items: list[Item]) -> list[Item]:
+    """Keep the newest item of each non-empty key."""
+    newest: dict[str, int] = {}
+    for item in items:
+        if item.key:
+            newest[item.key] = max(newest.get(item.key, item.seq), item.seq)
+    return [i for i in items if not i.key or newest[i.key] == i.seq]
 
 
-_CURRENT = "Current: "
+def _strip_tags(text: str) -> str:
+    """Task text without XML-ish wrapper tags and framing lines."""
+    lines = []
+    for line in re.sub(r"</?[\w-]+>", "\n", text).splitlines():
+        line = line.strip()
+        if line and not (line.endswith(":") and len(line) < 60 and not lines):
+            lines.append(line)
+    return " ".join(lines)
 
 
-def _previous_facts(prev: dict[str, list[str]]) -> list[Fact]:
-    """Facts a previous summary carried, re-keyed so new statements can replace them."""
-    facts = [
-        Fact("constraint", fact_key(t), t) for t in prev.get("## Constraints & Preferences", [])
-    ]
-    for t in prev.get("## Goal", [])[1:]:
-        text = t.removeprefix(_CURRENT)
-        facts.append(Fact("goal", fact_key(text), text))
-    for t in prev.get("## Critical Context", []):
-        if not ERROR_RE.search(t):
-            facts.append(Fact("fact", fact_key(t), t))
-    return facts
+def gist(text: str) -> str:
+    """The first words of a task: its title line or first sentences, without framing."""
+    return clip(_strip_tags(text), GIST_CHARS)
 
 
-def build_sections(
-    turns: Sequence[dict[str, Any]],
-    previous_summary: str | None = None,
-    goal_hint: str | None = None,
-) -> dict[str, list[str]]:
-    """The summary as ``{heading: items}``, oldest item first in each section.
+# -- fitting ----------------------------------------------------------------
 
-    ``goal_hint`` is the conversation's first user message, used for the goal
-    when neither the turns nor a previous summary state one. Facts (pinned
-    rules, goal states, exact values) are merged with the previous summary's,
-    a restated item replacing the older statement; error lines are bounded.
+
+def _tier(item: Item, lead: bool, focus: list[str]) -> float:
+    if item.kind in ("pinned", "focus"):
+        tier = 0.0
+    elif item.kind in ("goal", "current", "task"):
+        tier = 1.0
+    elif item.kind == "fact":
+        tier = 2.0
+    elif lead:
+        tier = 3.0 + list(_LEADS).index(item.kind) / 10
+    else:
+        tier = float(_REST_TIER.get(item.kind, 6))
+    if focus and tier > 2 and any(t in item.text.lower() for t in focus):
+        tier = 2.5
+    return tier
+
+
+def rank(items: Sequence[Item], focus: list[str]) -> list[_Ranked]:
+    """Items with their tier; the newest few of each kind are leads."""
+    counts: dict[str, int] = {}
+    leads: set[int] = set()
+    for idx in sorted(range(len(items)), key=lambda i: -items[i].seq):
+        kind = items[idx].kind
+        if kind in _LEADS and counts.get(kind, 0) < _LEADS[kind]:
+            counts[kind] = counts.get(kind, 0) + 1
+            leads.add(idx)
+    return [_Ranked(item, _tier(item, i in leads, focus)) for i, item in enumerate(items)]
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """A rendered summary and how many candidate items the budget left out."""
+
+    text: str
+    kept: int
+    omitted: int
+    omitted_priority: int  # key items: rules, user facts, the ask, the newest findings/changes/...
+
+
+def fit(items: Sequence[Item], max_chars: int, max_tokens: int | None, focus: str | None) -> Fitted:
+    """Render the items that fit, chosen by tier then age (newest first).
+
+    The cost of each item and heading is counted exactly (characters, and the
+    parts of the rough token estimate), so the budget is spent, not guessed.
     """
-    prev = parse_summary(previous_summary)
-    ex = _extract(turns)
-    facts = merge_facts(_previous_facts(prev), extract_facts(turns))
-    by_kind: dict[str, list[str]] = {"goal": [], "fact": [], "pinned": []}
-    for f in facts:
-        by_kind[f.kind if f.kind in ("goal", "fact") else "pinned"].append(f.text)
-    first_ask = goal_hint or (ex.users[0] if ex.users else None)
-    goal = prev.get("## Goal", [])[:1] or ([_clip(first_ask, GOAL_CHARS)] if first_ask else [])
-    old_errors = [t for t in prev.get("## Critical Context", []) if ERROR_RE.search(t)]
-    return {
-        "## Goal": [*goal, *(_CURRENT + g for g in by_kind["goal"])],
-        "## Constraints & Preferences": by_kind["pinned"],
-        "## Active Task": [_clip(ex.users[-1], TASK_CHARS)]
-        if ex.users
-        else prev.get("## Active Task", []),
-        "## In Progress": ex.last_turns or prev.get("## In Progress", []),
-        "## Completed Actions": _dedupe_latest(
-            [*prev.get("## Completed Actions", []), *ex.actions], MAX_ACTIONS
-        ),
-        "## Key Decisions": _dedupe_latest(
-            [*prev.get("## Key Decisions", []), *ex.decisions], MAX_DECISIONS
-        ),
-        "## Relevant Files": _files(ex, prev.get("## Relevant Files", [])),
-        "## Pending User Asks": [_clip(u, ITEM_CHARS) for u in ex.users[-MAX_ASKS:]]
-        or prev.get("## Pending User Asks", []),
-        "## Remaining Work": _remaining(ex) or prev.get("## Remaining Work", []),
-        "## Critical Context": [
-            *by_kind["fact"],
-            *_dedupe_latest([*old_errors, *ex.errors], MAX_ERRORS),
-        ],
-    }
+    terms = [w for w in re.findall(r"\w{3,}", (focus or "").lower())]
+    ranked = sorted(rank(items, terms), key=lambda r: (r.tier, -r.item.seq))
+    chars = cjk = rest = 0
+    chosen: dict[str, list[Item]] = {}
+    limit_tokens = max_tokens if max_tokens is not None else 1 << 60
+    omitted = omitted_priority = 0
+    for r in ranked:
+        item = r.item
+        piece = ("" if item.section in chosen else f"\n\n{item.section}") + f"\n- {item.text}"
+        c_cjk, c_rest = token_parts(piece)
+        if chars + len(piece) > max_chars or cjk + c_cjk + (rest + c_rest + 3) // 4 > limit_tokens:
+            omitted += 1
+            omitted_priority += r.tier < 4
+            continue
+        chars += len(piece)
+        cjk += c_cjk
+        rest += c_rest
+        chosen.setdefault(item.section, []).append(item)
+    if not chosen and ranked:
+        top = ranked[0].item
+        room = max(20, min(max_chars, limit_tokens * 4) - len(top.section) - 4)
+        chosen[top.section] = [Item(top.section, top.kind, clip(top.text, room), top.seq)]
+    kept = sum(len(v) for v in chosen.values())
+    return Fitted(render(chosen), kept, omitted, omitted_priority)
 
 
-def _remaining(ex: _Extract) -> list[str]:
-    items = []
-    for text in ex.assistant_texts[-LAST_TURNS:]:
-        items.extend(_clip(s, ITEM_CHARS) for s in _sentences(text) if _REMAINING_RE.search(s))
-    return _dedupe_latest(items, 6)
-
-
-def render_sections(sections: dict[str, list[str]]) -> str:
-    """Markdown with every heading in template order."""
+def render(sections: dict[str, list[Item]]) -> str:
+    """Markdown in template order; empty headings omitted; items oldest first."""
     blocks = []
     for heading in SUMMARY_HEADINGS:
-        items = sections.get(heading) or []
-        body = "\n".join(f"- {item}" for item in items) if items else "None"
-        blocks.append(f"{heading}\n{body}")
+        items = sorted(sections.get(heading, ()), key=lambda i: i.seq)
+        if items:
+            blocks.append(heading + "\n" + "\n".join(f"- {i.text}" for i in items))
     return "\n\n".join(blocks)
 
 
-def _focus_terms(focus: str | None) -> list[str]:
-    return [w for w in re.findall(r"\w{3,}", (focus or "").lower())]
+def build_items(
+    turns: Sequence[dict[str, Any]],
+    previous_summary: str | None = None,
+    goal_hint: str | None = None,
+    previous_at: int = 0,
+    context: Sequence[dict[str, Any]] = (),
+) -> list[Item]:
+    """Every candidate item of the summary, before the budget is applied."""
+    return _Builder(turns, previous_summary, goal_hint, previous_at, context).items()
 
 
-def _drop_one(sections: dict[str, list[str]], focus: list[str]) -> bool:
-    """Drop the oldest, least relevant item of the lowest-priority section; False if none left."""
-    for heading in sorted(sections, key=lambda h: _PRIORITY.get(h, 0)):
-        items = sections[heading]
-        if not items:
-            continue
-        spare = [i for i, it in enumerate(items) if not any(t in it.lower() for t in focus)]
-        noisy = [i for i in spare if ERROR_RE.search(items[i])]  # error lines go before facts
-        del items[(noisy or spare or [0])[0]]
-        return True
-    return False
-
-
-def fit_sections(sections: dict[str, list[str]], max_chars: int, focus: str | None = None) -> str:
-    """Render within ``max_chars``, dropping low-priority items first."""
-    terms = _focus_terms(focus)
-    text = render_sections(sections)
-    while len(text) > max_chars and _drop_one(sections, terms):
-        text = render_sections(sections)
-    return text if len(text) <= max_chars else text[: max(0, max_chars - 3)] + "..."
+def _unique(items: Iterable[Item]) -> list[Item]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for item in items:
+        if (item.section, item.text) not in seen:
+            seen.add((item.section, item.text))
+            out.append(item)
+    return out
 
 
 class DeterministicSummarizer:
@@ -312,20 +476,38 @@ class DeterministicSummarizer:
 
     name = "deterministic"
 
-    def summarize(
+    def summarize(self, turns: Sequence[dict[str, Any]], **options: Any) -> str:
+        """Summarise ``turns``: the text of ``fit_summary`` (same keyword arguments)."""
+        return self.fit_summary(turns, **options).text
+
+    def fit_summary(
         self,
         turns: Sequence[dict[str, Any]],
         *,
         previous_summary: str | None = None,
         focus: str | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
+        max_tokens: int | None = None,
         goal_hint: str | None = None,
-    ) -> str:
-        """Summarise ``turns`` (updating ``previous_summary`` when given)."""
-        sections = build_sections(turns, previous_summary, goal_hint)
+        previous_at: int = 0,
+        context: Sequence[dict[str, Any]] = (),
+    ) -> Fitted:
+        """Summarise ``turns`` and say how many items the budget left out.
+
+        Args:
+            turns: The dropped turns, oldest first.
+            previous_summary: The summary these turns extend, if any.
+            focus: A topic whose items outrank the rest.
+            max_chars: Character budget (capped at 8,000).
+            max_tokens: Token budget (rough estimate), when the caller has one.
+            goal_hint: The conversation's first user message; the goal is a gist of
+                it plus a pointer when it is not among ``turns`` (the head keeps it).
+            previous_at: How many of ``turns`` come before the previous summary.
+            context: Messages kept verbatim before ``turns`` (the protected head):
+                read for the files they show, never summarised.
+        """
+        items = build_items(turns, previous_summary, goal_hint, previous_at, context)
         if focus:
-            sections["## Active Task"] = [
-                *sections["## Active Task"],
-                f"Focus: {_clip(focus, 200)}",
-            ]
-        return fit_sections(sections, max(200, min(max_chars, DEFAULT_MAX_CHARS)), focus)
+            items.append(Item("## Active Task", "focus", f"Focus: {clip(focus, 200)}", 1 << 40))
+        budget = max(200, min(max_chars, DEFAULT_MAX_CHARS))
+        return fit(_unique(items), budget, max_tokens, focus)

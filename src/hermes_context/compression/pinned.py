@@ -18,6 +18,9 @@ from .prompt import SUMMARY_HEADINGS, parse_summary
 # Sentences longer than this are not pinned verbatim (they are task text, not a rule).
 MAX_FACT_CHARS = 400
 MIN_FACT_CHARS = 8
+# In user messages up to this long every declarative sentence is kept as a statement,
+# cue words or not; longer ones (pasted task text) only give their cued sentences.
+STATEMENT_MESSAGE_CHARS = 600
 
 _KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (kind, re.compile(pattern, re.IGNORECASE))
@@ -56,7 +59,7 @@ _KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "goal",
             r"\b(the goal|our goal|my goal|main goal|objective|we are trying to|the task is|"
-            r"current focus|focus is)\b|目标|目標|목표",
+            r"current focus|focus is)\b|^\W*goals?\s*(?::|is\b)|目标|目標|목표",
         ),
     )
 )
@@ -81,6 +84,53 @@ _PREFER_RE = re.compile(
 )
 _KEY_DROP_WORDS = frozenset(
     "the a an our my your their this that now still new updated current currently please".split()
+)
+# Short turns that state nothing durable: acknowledgements, fillers.
+_FILLER_LEAD_RE = re.compile(
+    r"^\W*(?:(?:ok(?:ay)?|k|hmm+|huh|lol|yes|yeah|yep|no|nope|sure|so|well|wait|great|good|"
+    r"nice|cool|perfect|thanks|thank you|right|alright|fine|sorry|oops|my bad|got it|"
+    r"interesting|vale|danke|merci)\b[\s,.!:;-]*)+",
+    re.IGNORECASE,
+)
+_IMPERATIVE_RE = re.compile(
+    r"^(?:try|run|show|go|keep|continue|check|look|do|rerun|retry|paste|explain|tell|give|"
+    r"let'?s|let me|carry|proceed|repeat|stop|wait|summari[sz]e|double-check)\b",
+    re.IGNORECASE,
+)
+_WORD_RE = re.compile(r"[\w][\w.-]*", re.UNICODE)
+_STOP_WORDS = frozenset(
+    """the a an is are was were be been to of in on at for from by with and or but it its this
+    that these those our my your we i you they he she them us me now still new is will would
+    should must can could has have had do does did not no so as up out over into than then
+    there here what which who when where why how all any each every some more most very just
+    also only about after before again use using used let lets go going get got make made
+    scratch actually instead please set keep change changed moved move raise drop rather want
+    bump bumped raised lowered dropped pushed resized swapped switched switch got went new
+    like need needs never always ever don't dont do not must should cannot can't won't avoid
+    any anything""".split()
+)
+# Share of the distinctive words (weighted by rarity) two statements must have in common
+# to be the same item restated: with a restatement cue, and without one.
+RESTATE_CUED = 0.45
+RESTATE_UNCUED = 0.7
+# Subjects too generic to identify an item ("The goal is ...", "Plan: ...").
+_GENERIC_SUBJECTS = frozenset(
+    "goal aim plan objective task idea point focus priority note rule reminder thing "
+    "main thing priority target intent mission".split()
+)
+_VALUE_WORDS = frozenset(
+    """monday tuesday wednesday thursday friday saturday sunday today tomorrow tonight week
+    month year january february march april may june july august september october november
+    december jan feb mar apr jun jul aug sep sept oct nov dec kb mb gb tb ms sec secs second
+    seconds min mins minute minutes hour hours day days weeks months years px percent""".split()
+)
+# Words saying a statement replaces an earlier one.
+_RESTATE_RE = re.compile(
+    r"\b(actually|scratch that|correction|update|changed?|moved?|switch(?:ed|ing)?|swapp?ed|"
+    r"instead|no longer|now|anymore|bump(?:ed)?|raised?|lower(?:ed)?|increased?|decreased?|"
+    r"drop(?:ped)?|pushed|resized|replaced?|new|from now on|rather|got|went|became)\b|"
+    r"改为|改成|换|变更|現在|今は|変更|jetzt|verschoben|ahora|maintenant|désormais",
+    re.IGNORECASE,
 )
 
 
@@ -121,20 +171,70 @@ def fact_key(sentence: str) -> str:
     match = _COPULA_RE.match(body)
     if match and not re.search(r"\b(never|not|don'?t)\b", match["subject"], re.IGNORECASE):
         words = _normal_words(match["subject"])
-        if words:
+        if words and not set(words) <= _GENERIC_SUBJECTS:
             return "item:" + " ".join(words[-6:])
     return "text:" + " ".join(_normal_words(body))
 
 
+_QUESTION_RE = re.compile(r"[?？]\s*$")
+# One-off asks: a task for now, not a standing rule ("use", "keep", "avoid" state rules).
+_ASK_LEAD_RE = re.compile(
+    r"^(?:(?:also|and|now|then|next|please|pls|ok(?:ay)?|so|great|thanks)[,.!\s]+)*"
+    r"(?:can you|could you|would you|will you|i want you to|i need you to|go ahead and|"
+    r"(?:add|fix|make|run|write|create|update|change|remove|delete|rename|refactor|implement|"
+    r"check|test|try|look|find|investigate|explain|show|summari[sz]e|describe|move|handle|"
+    r"support|build|deploy|revert|undo|document|review|install|migrate|port|split|merge|"
+    r"convert|replace|optimi[sz]e|clean|tell|list|give|send|open|commit|push|continue|"
+    r"finish|start|stop|debug|compare|verify|extract|rewrite|speed|reduce|rerun|retry|"
+    r"paste|restart|upgrade|bump|set up|wrap up)\b)",
+    re.I,
+)
+# Words that make an ask a standing rule ("check with me before you ...").
+_STANDING_RE = re.compile(
+    r"\b(before|until|unless|whenever|always|never|every|each time|from now on|any)\b", re.I
+)
+
+
+def is_request(sentence: str) -> bool:
+    """Whether a user sentence asks for something now: a question or a one-off imperative."""
+    s = sentence.strip()
+    if len(s) < 4:
+        return False
+    return bool(_QUESTION_RE.search(s) or _ASK_LEAD_RE.match(s))
+
+
+def _is_ask(sentence: str) -> bool:
+    """A request that is not also a standing rule: left to the active task, not pinned."""
+    return is_request(sentence) and not _STANDING_RE.search(sentence)
+
+
+def is_filler(sentence: str) -> bool:
+    """A sentence that states nothing to keep: an acknowledgement, a question, a short nudge."""
+    body = _FILLER_LEAD_RE.sub("", sentence).strip()
+    words = _WORD_RE.findall(body)
+    if len(words) < 3 or body.endswith(("?", "？")):
+        return True
+    return bool(_IMPERATIVE_RE.match(body)) and len(words) <= 8 and not _VALUE_RE.search(body)
+
+
 def facts_from_text(text: str) -> list[Fact]:
-    """Pinned facts stated in one user message, in order."""
+    """Pinned facts stated in one user message, in order.
+
+    Sentences with cue words get their kind; in a short message every other
+    declarative sentence is a ``statement`` (the user said it, so it is kept).
+    """
     facts = []
+    short = len(text) <= STATEMENT_MESSAGE_CHARS
     for sentence in split_sentences(text):
         if not MIN_FACT_CHARS <= len(sentence) <= MAX_FACT_CHARS:
             continue
         kind = classify(sentence)
+        if kind is None and _is_ask(sentence):
+            continue
         if kind is None and _VALUE_RE.search(sentence) and len(sentence) <= 200:
             kind = "fact"
+        if kind is None and short and not is_filler(sentence):
+            kind = "statement"
         if kind:
             facts.append(Fact(kind, fact_key(sentence), sentence))
     return facts
@@ -164,23 +264,111 @@ def same_item(a: str, b: str) -> bool:
     return bool(short) and long_[-len(short) :] == short
 
 
+def _content_words(text: str) -> set[str]:
+    """Lower-cased content words with a light stemming (plural, -ing, -ed dropped).
+
+    Values (anything with a digit, units, weekdays, months) are left out: a
+    restatement changes the value and keeps the subject.
+    """
+    out = set()
+    for word in _WORD_RE.findall(text.lower()):
+        word = word.strip(".-")
+        if len(word) < 2 or word in _STOP_WORDS or word in _VALUE_WORDS:
+            continue
+        if any(ch.isdigit() for ch in word):
+            continue
+        for suffix in ("ing", "ed", "es", "s"):
+            if len(word) > len(suffix) + 3 and word.endswith(suffix):
+                word = word[: -len(suffix)]
+                break
+        out.add(word)
+    return out
+
+
+class _Restatements:
+    """Finds the earlier fact a statement restates, by shared distinctive words.
+
+    With a restatement cue ("scratch that", "moved to", "now", "instead", ...)
+    one shared word that no third fact uses is enough; without one, three shared
+    words making most of the shorter fact are needed. Distinct items with a
+    common word ("the API port", "the admin port") are not merged.
+    """
+
+    def __init__(self, facts: Sequence[Fact]) -> None:
+        self.words = {id(f): _content_words(f.text) for f in facts}
+        self.df: dict[str, int] = {}
+        for words in self.words.values():
+            for w in words:
+                self.df[w] = self.df.get(w, 0) + 1
+        self.index: dict[str, set[str]] = {}
+        self.facts_words: dict[str, set[str]] = {}
+
+    def add(self, fact: Fact) -> None:
+        words = self.words.get(id(fact), set())
+        self.facts_words[fact.key] = words
+        for w in words:
+            self.index.setdefault(w, set()).add(fact.key)
+
+    def remove(self, key: str) -> None:
+        for w in self.facts_words.pop(key, ()):
+            self.index.get(w, set()).discard(key)
+
+    def _weight(self, words: set[str]) -> float:
+        """Rarity-weighted size of the words another fact could share (df >= 2)."""
+        return sum(1.0 / self.df[w] for w in words if self.df.get(w, 0) >= 2)
+
+    def restated(self, fact: Fact) -> str | None:
+        """The key of the earlier fact ``fact`` restates, or None."""
+        words = self.words.get(id(fact), set())
+        cued = bool(_RESTATE_RE.search(fact.text))
+        own = self._weight(words)
+        best, best_score = None, 0.0
+        for key in {k for w in words if self.df.get(w, 0) <= 3 for k in self.index.get(w, ())}:
+            other = self.facts_words[key]
+            shared = words & other
+            if not any(self.df.get(w, 0) <= 2 for w in shared):
+                continue
+            score = self._weight(shared) / max(1e-9, min(own, self._weight(other)))
+            if (cued and len(shared) >= 2 and score >= RESTATE_CUED) or (
+                len(shared) >= 3 and score >= RESTATE_UNCUED
+            ):
+                if score > best_score:
+                    best, best_score = key, score
+        return best
+
+
 def merge_facts(older: Sequence[Fact], newer: Sequence[Fact]) -> list[Fact]:
     """Merge two fact lists; a later fact about the same item replaces the earlier one."""
     merged: dict[str, Fact] = {}  # key -> fact, in order of latest statement
     by_head: dict[str, set[str]] = {}  # last word of an item key -> keys
-    for fact in [*older, *newer]:
+    everything = [*older, *newer]
+    restate = _Restatements(everything)
+    for fact in everything:
         rivals = {fact.key}
         if fact.key.startswith("item:") and fact.key[5:].split():
             head = fact.key[5:].split()[-1]
             rivals |= {k for k in by_head.get(head, ()) if same_item(k, fact.key)}
             by_head.setdefault(head, set()).add(fact.key)
+        if not rivals & merged.keys():
+            similar = restate.restated(fact)
+            rivals |= {similar} if similar else set()
         for key in rivals:
-            merged.pop(key, None)
+            if merged.pop(key, None) is not None:
+                restate.remove(key)
         merged[fact.key] = fact
+        restate.add(fact)
     return list(merged.values())
 
 
-PINNED_KINDS = ("safety", "constraint", "budget", "deadline", "preference", "correction")
+PINNED_KINDS = (
+    "safety",
+    "constraint",
+    "budget",
+    "deadline",
+    "preference",
+    "correction",
+    "statement",
+)
 
 
 def pinned_texts(facts: Sequence[Fact]) -> list[str]:

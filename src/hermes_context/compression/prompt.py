@@ -112,8 +112,13 @@ def build_summary_request(
     pinned: Sequence[str],
     target_tokens: int,
     focus: str | None = None,
+    draft: str | None = None,
 ) -> list[dict[str, str]]:
-    """The chat messages sent to an LLM summariser."""
+    """The chat messages sent to an LLM summariser.
+
+    ``draft`` is the deterministic handoff of the same turns: the model gets it
+    to check, complete and rewrite, keeping its exact values.
+    """
     system = _SYSTEM_PROMPT.format(headings="\n".join(SUMMARY_HEADINGS))
     parts = []
     if previous_summary:
@@ -124,6 +129,12 @@ def build_summary_request(
         parts.append("NEW TURNS TO INCORPORATE:\n" + serialize_turns(turns))
     else:
         parts.append("TURNS TO SUMMARISE:\n" + serialize_turns(turns))
+    if draft:
+        parts.append(
+            "DRAFT HANDOFF OF THESE TURNS (extracted mechanically; its files, "
+            "commands, test counts and error strings are exact — keep them, fix what is "
+            "wrong, add what it missed):\n" + draft
+        )
     if pinned:
         parts.append(
             "PINNED FACTS (copy each verbatim under ## Constraints & Preferences):\n"

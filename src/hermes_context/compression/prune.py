@@ -82,7 +82,7 @@ def _summarised_content(message: dict[str, Any], calls: dict[str, tuple[str, Any
     return line
 
 
-def _is_placeholder(text: str) -> bool:
+def is_prune_placeholder(text: str) -> bool:
     """Whether ``text`` is already a prune product (so pruning is idempotent)."""
     text = text.removesuffix("\n" + SCREENSHOT_PLACEHOLDER)
     if text == DUPLICATE_PLACEHOLDER:
@@ -116,7 +116,7 @@ def _summarise_old(
         text = content_text(m.get("content"))
         if len(text) <= min_chars and not _has_image(m.get("content")):
             continue
-        if _is_placeholder(text) and not _has_image(m.get("content")):
+        if is_prune_placeholder(text) and not _has_image(m.get("content")):
             continue
         out[i] = {**m, "content": _summarised_content(m, calls)}
         pruned.add(i)

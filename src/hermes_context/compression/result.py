@@ -19,7 +19,11 @@ class StageFigures:
 class CompressionReport:
     """Which messages were pruned, summarised and kept, and tokens per stage (SPEC 3.7).
 
-    Indices refer to the input message list.
+    Indices refer to the input message list. For a deterministic summary,
+    ``summary_items`` counts its lines and ``summary_items_omitted`` the candidate
+    lines the budget left out (``summary_priority_omitted`` of them key items:
+    pinned rules, user facts, the goal, the task, the newest findings, changes,
+    test outcomes, errors and decisions).
     """
 
     stages: list[StageFigures] = field(default_factory=list)
@@ -28,6 +32,9 @@ class CompressionReport:
     kept: list[int] = field(default_factory=list)
     summariser: str = "none"
     warnings: list[str] = field(default_factory=list)
+    summary_items: int = 0
+    summary_items_omitted: int = 0
+    summary_priority_omitted: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, for ``--json`` output."""
@@ -43,6 +50,13 @@ class CompressionReport:
             f"{len(self.kept)} kept verbatim"
         )
         lines.append(f"summariser: {self.summariser}")
+        if self.summary_items or self.summary_items_omitted:
+            left = ""
+            if self.summary_items_omitted:
+                left = f", {self.summary_items_omitted} left out for the budget"
+                if self.summary_priority_omitted:
+                    left += f" ({self.summary_priority_omitted} of them key items)"
+            lines.append(f"summary: {self.summary_items} items{left}")
         lines.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(lines)
 

@@ -1,0 +1,611 @@
+"""Reading dropped turns as a handoff: what was found, changed, verified and went wrong.
+
+One pass over the turns fills a ``Handoff``: the agent's own diagnosis and
+decisions from its prose, file changes per file (heredocs, ``sed -i``, patches,
+edit tools, edit scripts) with the functions and lines they touch, the latest
+outcome of each test command, the errors that really happened (failed
+commands, a traceback's final line; never error words inside a file listing),
+scratch files apart from project files, the user's requests, and what the
+agent meant to do next. The deterministic summariser renders it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..messages import content_text, is_real_user, strip_think_blocks
+from .commands import Command, FileWrite, parse_command, test_key
+from .observations import (
+    Output,
+    TestOutcome,
+    compare_definitions,
+    definitions,
+    enclosing_definition,
+    final_error,
+    has_traceback,
+    parse_diff,
+    parse_test_outcome,
+    strip_line_numbers,
+    unwrap_result,
+)
+from .pinned import is_request, split_sentences
+from .prune import DUPLICATE_PLACEHOLDER, is_prune_placeholder
+from .tool_summaries import (
+    EDIT_TOOLS,
+    READ_TOOLS,
+    SEARCH_TOOLS,
+    TERMINAL_TOOLS,
+    WRITE_TOOLS,
+    parse_arguments,
+    summarize_tool_result,
+)
+
+# Per-item caps keep one long sentence or command from eating the budget.
+SENTENCE_CHARS = 280
+COMMAND_CHARS = 100
+# File contents remembered to tell which functions a rewrite changed.
+MAX_CACHED_FILE_CHARS = 200_000
+# Names listed per change before "and N more".
+MAX_NAMES = 6
+
+_PATH_RE = re.compile(
+    r"(?<![\w:/.-])(?:~?/)?(?:[\w.-]+/)*[\w-][\w.-]*\."
+    r"(?:py|pyi|js|jsx|ts|tsx|mjs|cjs|json|ya?ml|toml|md|rst|txt|cfg|ini|conf|sql|sh|go|rs|java|"
+    r"kt|c|h|cc|cpp|hpp|rb|php|html|css|scss|lock|xml|csv|ipynb|proto|tf|gradle|env)\b"
+)
+_SCRATCH_NAME_RE = re.compile(
+    r"^(test_|tests?_|repro|reproduce|debug|check|verify|scratch|tmp|temp|demo|try|sandbox|"
+    r"quick|simple|manual|my_|foo|bar)|_(test|debug|check|repro)\.\w+$|"
+    r"\.(bak|backup|orig|old|log|txt|patch|diff|out)$",
+    re.I,
+)
+_ACK_LEAD_RE = re.compile(
+    r"^(?:(?:perfect|great|good|excellent|ok(?:ay)?|alright|right|nice|awesome|interesting|"
+    r"hmm+|ah|oh|i see|now|so|well|yes|sure|done|understood|got it)\b[!.,:;)]*\s*)+",
+    re.I,
+)
+_PLAN_RE = re.compile(
+    r"^(?:(?:now|next|first|then|finally|also|however|but|so|and|actually)[,\s]+)*(?:let me|let's|i'll|i will|i'm going to|"
+    r"i am going to|i need to|i should|we need to|we should|i want to|time to|the next step)\b",
+    re.I,
+)
+_DECISION_RE = re.compile(
+    r"\b(instead of|rather than|decided|decide to|i'?ll (?:use|go with|keep|switch|take)|"
+    r"going with|chose|choose|the (?:best|simplest|cleanest|right|safest|better) "
+    r"(?:approach|fix|way|option|place)|approach|alternative|considered|won'?t work|"
+    r"doesn'?t work|not (?:work|viable|an option)|abandon|revert|dead end|give up on|"
+    r"better to|trade-?off|in favou?r of)\b",
+    re.I,
+)
+# Diagnosis wording that wins over decision cues ("X is wrong because ... instead of ...").
+_DIAGNOSIS_RE = re.compile(
+    r"\b(the (?:root )?cause|root cause|the (?:problem|issue|bug|culprit) (?:is|was)|because|"
+    r"due to|caused by|this (?:means|explains|is why)|that'?s why|turns out)\b",
+    re.I,
+)
+_FINDING_RE = re.compile(
+    r"\b(because|due to|caused by|the (?:root )?cause|the (?:problem|issue|bug|error|culprit|"
+    r"reason|fix)|this (?:means|explains|is why|shows)|that'?s why|turns out|i (?:see that|found|"
+    r"notice|noticed|realize|realized)|it (?:seems|appears|looks like)|"
+    r"(?:is|are|was|were) (?:missing|not|never|already|only|wrong|broken|failing|empty|none|"
+    r"called|used|defined|set)|does(?:n'?t| not)|do(?:n'?t| not)|can(?:no|')t|no (?:existing|"
+    r"such|module)|there(?:'s| is| are) no|(?:just|only) (?:uses|mentions|calls|used|"
+    r"called|mentioned)|returns?|raises?|expects?|should (?:be|have|return))\b",
+    re.I,
+)
+
+
+def clip(text: str, limit: int) -> str:
+    """One line of at most ``limit`` characters (``...`` marks a cut)."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+@dataclass
+class Item:
+    """One line of the summary: its heading, kind, text, age and merge key."""
+
+    section: str
+    kind: str
+    text: str
+    seq: int
+    key: str = ""
+
+
+@dataclass
+class FileChange:
+    """Everything done to one file, merged over the turns."""
+
+    path: str
+    seq: int
+    hows: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    lines: list[tuple[int, int]] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    created: bool = False
+    deleted: bool = False
+
+    def note(self, how: str, seq: int) -> None:
+        if how not in self.hows:
+            self.hows.append(how)
+        self.seq = max(self.seq, seq)
+
+    def names(self, bucket: str, names: Sequence[str]) -> None:
+        target = getattr(self, bucket)
+        for name in names:
+            if name not in target and name not in self.added:
+                target.append(name)
+
+    def render(self) -> str:
+        """``Changed `path` (heredoc): added `a`; changed `b`; lines 26-45``."""
+        verb = "Deleted" if self.deleted else ("Created" if self.created else "Changed")
+        parts = []
+        for label, names in (("added", self.added), ("removed", self.removed)):
+            if names:
+                parts.append(f"{label} {_names(names)}")
+        changed = [n for n in self.changed if n not in self.added]
+        if changed:
+            parts.append(f"changed {_names(changed)}")
+        if self.lines:
+            parts.append("lines " + ", ".join(_span(a, b) for a, b in self.lines[-3:]))
+        parts.extend(self.details[-2:])
+        tail = f": {'; '.join(parts)}" if parts else ""
+        return clip(f"{verb} `{self.path}` ({', '.join(self.hows)}){tail}", 400)
+
+
+def _names(names: Sequence[str]) -> str:
+    shown = ", ".join(f"`{n}`" for n in names[:MAX_NAMES])
+    return shown + (f" and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else "")
+
+
+def _span(a: int, b: int) -> str:
+    return str(a) if a == b else f"{a}-{b}"
+
+
+@dataclass
+class TestRun:
+    """The latest run of one test command."""
+
+    seq: int
+    command: str
+    outcome: TestOutcome | None
+    error: str | None
+    exit_code: int | None
+
+    def render(self) -> str:
+        """``Tests `pytest tests/x.py` -> 1 failed, 16 passed: FAILED ...`` or why it did not run."""
+        cmd = clip(self.command, COMMAND_CHARS)
+        if self.outcome is None:
+            why = f": {self.error}" if self.error else ""
+            return f"Tests `{cmd}` did not report results (exit {_code(self.exit_code)}){why}"
+        if self.outcome.ok or not self.error:
+            return f"Tests `{cmd}` -> {self.outcome.render()}"
+        counts = TestOutcome(self.outcome.counts).render()
+        return f"Tests `{cmd}` -> {counts}: {clip(self.error, 200)}"
+
+
+def _code(code: int | None) -> str:
+    return "?" if code is None else str(code)
+
+
+@dataclass
+class Handoff:
+    """What the turns say, as items plus the state a later pass needs."""
+
+    items: list[Item] = field(default_factory=list)
+    changes: dict[str, FileChange] = field(default_factory=dict)
+    tests: dict[str, TestRun] = field(default_factory=dict)
+    files: Counter[str] = field(default_factory=Counter)
+    scratch: dict[str, int] = field(default_factory=dict)
+    requests: list[tuple[int, str]] = field(default_factory=list)
+    last_action: tuple[int, str] | None = None
+    last_prose: int = -1  # age of the newest assistant message with prose
+
+
+class _Walker:
+    """One chronological pass over the turns."""
+
+    def __init__(self, seq0: int, root: str | None) -> None:
+        self.h = Handoff()
+        self.seq0 = seq0
+        self.root = root
+        self.cache: dict[str, str] = {}
+        self.seen: set[str] = set()
+        self.created: dict[str, str] = {}
+        self.runs: set[str] = set()
+        self.calls: dict[str, tuple[str, Any, int]] = {}
+
+    def walk(
+        self, turns: Sequence[dict[str, Any]], context: Sequence[dict[str, Any]] = ()
+    ) -> Handoff:
+        for m in context:
+            self._step(m, -1)
+        self.h = Handoff()  # the context informs (files read, created); it is not summarised
+        self.created = {p: how for p, how in self.created.items() if p in self.seen}
+        for i, m in enumerate(turns):
+            self._step(m, self.seq0 + i)
+        self._finish()
+        return self.h
+
+    def _step(self, m: dict[str, Any], seq: int) -> None:
+        role = m.get("role")
+        if role == "assistant":
+            self._assistant(m, seq)
+        elif role == "tool":
+            self._tool(m, seq)
+        elif is_real_user(m):
+            self._user(content_text(m.get("content")), seq)
+
+    # -- prose ----------------------------------------------------------------
+
+    def _assistant(self, m: dict[str, Any], seq: int) -> None:
+        text = strip_think_blocks(content_text(m.get("content")))
+        if text:
+            self.h.last_prose = seq
+            self._prose(text, seq)
+            self._paths(text, 1)
+        for call in m.get("tool_calls") or ():
+            fn = call.get("function") or {}
+            self.calls[str(call.get("id"))] = (
+                str(fn.get("name") or "tool"),
+                fn.get("arguments"),
+                seq,
+            )
+
+    def _prose(self, text: str, seq: int) -> None:
+        text, plans = _plan_lists(text)
+        for plan in plans:
+            self._add("## Key Decisions", "decision", f"Plan: {plan}", seq)
+        for sentence in _prose_sentences(text):
+            cleaned = _ACK_LEAD_RE.sub("", sentence).strip()
+            if len(cleaned) < 20 or not re.search(r"[A-Za-z\u00c0-\uffff]{3}", cleaned):
+                continue
+            cleaned = cleaned[0].upper() + cleaned[1:]
+            cues = _QUOTED_RE.sub(" ", cleaned)
+            if _DIAGNOSIS_RE.search(cues) and _specific(cleaned) and not cleaned.endswith(":"):
+                self._add("## Key Decisions", "finding", f"Found: {cleaned}", seq)
+            elif _DECISION_RE.search(cues) and not cleaned.endswith(":"):
+                self._add("## Key Decisions", "decision", f"Decision: {cleaned}", seq)
+            elif _PLAN_RE.match(cues):
+                self._add("## Remaining Work", "next", f"Next: {cleaned}", seq)
+            elif _FINDING_RE.search(cues) and _specific(cleaned) and not cleaned.endswith(":"):
+                self._add("## Key Decisions", "finding", f"Found: {cleaned}", seq)
+
+    def _user(self, text: str, seq: int) -> None:
+        self._paths(text, 1)
+        asks = [s for s in split_sentences(text) if is_request(s)]
+        if asks and len(text) <= 2_000:
+            self.h.requests.append((seq, clip(" ".join(asks), SENTENCE_CHARS)))
+
+    def _add(self, section: str, kind: str, text: str, seq: int, key: str = "") -> None:
+        self.h.items.append(Item(section, kind, clip(text, SENTENCE_CHARS + 20), seq, key))
+
+    # -- tools ----------------------------------------------------------------
+
+    def _tool(self, m: dict[str, Any], seq: int) -> None:
+        name, args, _ = self.calls.get(
+            str(m.get("tool_call_id")), (m.get("name") or "tool", {}, seq)
+        )
+        content = content_text(m.get("content"))
+        parsed = parse_arguments(args)
+        if content == DUPLICATE_PLACEHOLDER or is_prune_placeholder(content):
+            self.h.last_action = (seq, content.splitlines()[0] if content else name)
+            self._paths(" ".join(str(v) for v in parsed.values()), 1)
+            return
+        command = parsed.get("command") or parsed.get("cmd")
+        if isinstance(command, str) and (name in TERMINAL_TOOLS or "command" in parsed):
+            self._shell(name, parsed, command, content, seq)
+        elif name in WRITE_TOOLS:
+            self._write_tool(name, parsed, content, seq)
+        elif name in EDIT_TOOLS:
+            self._edit_tool(name, parsed, content, seq)
+        elif name in READ_TOOLS or name in SEARCH_TOOLS:
+            self._read_tool(name, parsed, content, seq)
+        else:
+            self._other_tool(name, parsed, content, seq)
+
+    def _shell(self, name: str, args: dict[str, Any], command: str, content: str, seq: int) -> None:
+        cmd = parse_command(command)
+        out = unwrap_result(content)
+        self._paths(cmd.core if cmd.kind != "write" else command[:2_000], 1)
+        for path in cmd.reads:
+            self._remember(self._norm(path, cmd.cwd), out.text, out.exit_code)
+        for write in cmd.writes:
+            self._file_write(write, cmd.cwd, seq)
+        for patch in [
+            *cmd.patches,
+            *(self.cache.get(self._norm(p, cmd.cwd), "") for p in cmd.applies),
+        ]:
+            self._diff(patch, cmd.core, seq, cmd.cwd)
+        self.runs.update(self._norm(p, cmd.cwd) for p in cmd.runs)
+        for test in cmd.tests:
+            self._test(test, out, seq)
+        self._shell_error(cmd, out, seq)
+        line = summarize_tool_result(name, args, content)
+        self.h.last_action = (seq, line)
+        if cmd.kind in ("run", "install", "vcs"):
+            self._add("## Completed Actions", "action", line, seq, key=f"action:{cmd.core}")
+
+    def _shell_error(self, cmd: Command, out: Output, seq: int) -> None:
+        failed = out.exit_code not in (0, None)
+        if cmd.kind == "test":
+            return  # the test entry carries its failure
+        if cmd.kind in ("read", "search"):
+            if not failed or len(out.text) > 600 or out.exit_code == 1 and "grep" in cmd.core:
+                return
+        elif not (failed or has_traceback(out.text)):
+            return
+        error = final_error(out.text)
+        if error is None and not failed:
+            return
+        core = clip(cmd.core, COMMAND_CHARS)
+        text = f"Error: `{core}` -> exit {_code(out.exit_code)}" + (f": {error}" if error else "")
+        self._add("## Critical Context", "error", text, seq, key=f"error:{error or core}")
+
+    def _test(self, command: str, out: Output, seq: int) -> None:
+        outcome = parse_test_outcome(out.text)
+        error = None if outcome is not None and outcome.ok else final_error(out.text)
+        key = test_key(command)
+        self.h.tests[key] = TestRun(seq, command, outcome, error, out.exit_code)
+
+    def _write_tool(self, name: str, args: dict[str, Any], content: str, seq: int) -> None:
+        path = str(args.get("path") or args.get("file_path") or args.get("filename") or "")
+        body = args.get("content") if isinstance(args.get("content"), str) else None
+        if path:
+            self._file_write(FileWrite(path, name, body=body), None, seq)
+        if re.search(r'"success"\s*:\s*false|\berror\b', content[:300], re.I):
+            self._add(
+                "## Critical Context", "error", f"Error: {name} {path}: {clip(content, 200)}", seq
+            )
+
+    def _edit_tool(self, name: str, args: dict[str, Any], content: str, seq: int) -> None:
+        path = self._norm(str(args.get("path") or args.get("file_path") or ""), None)
+        out = unwrap_result(content)
+        diff = _diff_text(content)
+        if diff and self._diff(diff, name, seq, None):
+            self._apply_edit(path, args)
+            return
+        change = self._change(path, seq)
+        change.note(name, seq)
+        old, new = (
+            str(args.get("old_string") or args.get("old_str") or ""),
+            str(args.get("new_string") or args.get("new_str") or ""),
+        )
+        change.names("added", [n for n in definitions(new) if n not in definitions(old)])
+        where = self._where(path, old)
+        if where:
+            change.names("changed", [where])
+        self._apply_edit(path, args)
+        if out.exit_code not in (0, None) or re.search(r'"success"\s*:\s*false', content[:300]):
+            self._add(
+                "## Critical Context", "error", f"Error: {name} {path}: {clip(out.text, 200)}", seq
+            )
+
+    def _read_tool(self, name: str, args: dict[str, Any], content: str, seq: int) -> None:
+        path = str(args.get("path") or args.get("file_path") or args.get("file") or "")
+        self._paths(" ".join(str(v) for v in args.values()), 1)
+        start = args.get("offset") or args.get("start_line") or 1
+        if name in READ_TOOLS and path and str(start) in ("0", "1"):
+            self._remember(self._norm(path, None), strip_line_numbers(content), 0)
+
+    def _other_tool(self, name: str, args: dict[str, Any], content: str, seq: int) -> None:
+        line = summarize_tool_result(name, args, content)
+        self.h.last_action = (seq, line)
+        self._add("## Completed Actions", "action", line, seq, key=f"action:{line}")
+        if has_traceback(content):
+            error = final_error(content)
+            if error:
+                self._add(
+                    "## Critical Context",
+                    "error",
+                    f"Error: {name} -> {error}",
+                    seq,
+                    f"error:{error}",
+                )
+
+    # -- files ----------------------------------------------------------------
+
+    def _norm(self, path: str, cwd: str | None) -> str:
+        """A path relative to the project root (the directory the agent ``cd``s to most)."""
+        path = path.strip().strip("'\"")
+        if cwd and not path.startswith(("/", "~")):
+            path = os.path.normpath(os.path.join(cwd, path))
+        if self.root and path.startswith(self.root + "/"):
+            path = path[len(self.root) + 1 :]
+        return path[2:] if path.startswith("./") else path
+
+    def _paths(self, text: str, weight: int) -> None:
+        if "." not in text:
+            return
+        for path in _PATH_RE.findall(text):
+            self.h.files[self._norm(path, None)] += weight
+
+    def _remember(self, path: str, text: str, exit_code: int | None) -> None:
+        self.seen.add(path)
+        if exit_code == 0 and len(text) <= MAX_CACHED_FILE_CHARS:
+            self.cache[path] = text
+
+    def _change(self, path: str, seq: int) -> FileChange:
+        change = self.h.changes.get(path)
+        if change is None:
+            change = self.h.changes[path] = FileChange(path, seq)
+        return change
+
+    def _file_write(self, write: FileWrite, cwd: str | None, seq: int) -> None:
+        path = self._norm(write.path, cwd)
+        new_file = path not in self.seen and path not in self.h.changes
+        if new_file and write.how not in ("delete", "sed -i", "perl -i"):
+            self.created[path] = write.how
+        change = self._change(path, seq)
+        change.note(write.how, seq)
+        if write.how == "delete":
+            change.deleted = True
+        if write.detail and write.how not in ("delete",):
+            label = "from" if write.how in ("copy", "move") else ""
+            change.details.append(f"{label} `{clip(write.detail, 80)}`".strip())
+        old = self.cache.get(path)
+        if write.lines and old:
+            where = enclosing_definition(old, write.lines[0])
+            change.names("changed", [where] if where else [])
+            change.lines.append((write.lines[0], write.lines[-1]))
+        if write.body is not None:
+            if old is not None:
+                added, removed, changed = compare_definitions(old, write.body)
+                change.names("added", added)
+                change.names("removed", removed)
+                change.names("changed", changed)
+            elif new_file:
+                change.names("added", list(definitions(write.body)))
+            self.cache[path] = write.body
+        self.seen.add(path)
+
+    def _diff(self, text: str, how: str, seq: int, cwd: str | None) -> bool:
+        files = parse_diff(text) if text else []
+        for f in files:
+            path = self._norm(f.path, cwd)
+            change = self._change(path, seq)
+            change.note("patch" if how not in EDIT_TOOLS else how, seq)
+            change.names("added", f.added)
+            change.names("removed", f.removed)
+            change.names("changed", f.touched)
+            old = self.cache.get(path)
+            for a, b in f.lines:
+                change.lines.append((a, b))
+                where = enclosing_definition(old, a + 3) if old else None
+                if where and where not in f.added:
+                    change.names("changed", [where])
+            self.seen.add(path)
+        return bool(files)
+
+    def _where(self, path: str, old: str) -> str | None:
+        source = self.cache.get(path)
+        if not source or not old or old not in source:
+            return None
+        line = source[: source.index(old)].count("\n") + 1
+        return enclosing_definition(source, line)
+
+    def _apply_edit(self, path: str, args: dict[str, Any]) -> None:
+        old = str(args.get("old_string") or args.get("old_str") or "")
+        new = str(args.get("new_string") or args.get("new_str") or "")
+        if path in self.cache and old:
+            self.cache[path] = self.cache[path].replace(old, new, 1)
+
+    # -- the end --------------------------------------------------------------
+
+    def _finish(self) -> None:
+        self._merge_basenames()
+        for path, how in self.created.items():
+            base = os.path.basename(path)
+            top = "/" not in path or path.startswith("/tmp/")
+            named = bool(_SCRATCH_NAME_RE.search(base))
+            if path in self.runs or (named and (top or how == "copy")):
+                self.h.scratch[path] = self.h.changes.pop(path).seq if path in self.h.changes else 0
+            elif path in self.h.changes:
+                self.h.changes[path].created = True
+
+    def _merge_basenames(self) -> None:
+        """A bare file name mentioned in prose counts for the one known path it names."""
+        full: dict[str, list[str]] = {}
+        for path in [*self.h.files, *self.h.changes, *self.seen]:
+            if "/" in path:
+                full.setdefault(os.path.basename(path), []).append(path)
+        for name in [p for p in self.h.files if "/" not in p]:
+            paths = set(full.get(name, ()))
+            if len(paths) == 1:
+                self.h.files[paths.pop()] += self.h.files.pop(name)
+
+
+def _diff_text(content: str) -> str:
+    if "@@" not in content:
+        return ""
+    if content.startswith("{"):
+        try:
+            data = json.loads(content)
+        except (ValueError, RecursionError):
+            return content
+        if isinstance(data, dict):
+            return str(data.get("diff") or data.get("patch") or "")
+    return content
+
+
+_QUOTED_RE = re.compile(r'"[^"\n]{0,200}"|\'[^\'\n]{3,200}\'')
+_IDENTIFIER_RE = re.compile(r"`[^`]+`|\w+_\w+|[a-z][A-Z]|[A-Z]{2,}|\w+\.\w{1,4}\b|\d|\w+\(\)")
+_LIST_ITEM_RE = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+(.+)$")
+
+
+def _specific(sentence: str) -> bool:
+    """Long enough, or naming something (an identifier, a path, a number) to be worth keeping."""
+    return len(sentence) >= 45 or bool(_IDENTIFIER_RE.search(sentence))
+
+
+def _plan_lists(text: str) -> tuple[str, list[str]]:
+    """Numbered or bulleted lists introduced by a line ending in ':' become one plan line each."""
+    if ":\n" not in text:
+        return text, []
+    lines = text.splitlines()
+    kept: list[str] = []
+    plans: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        items = []
+        j = i + 1
+        while line.rstrip().endswith(":") and j < len(lines) and _LIST_ITEM_RE.match(lines[j]):
+            items.append(_LIST_ITEM_RE.match(lines[j]).group(1).strip())  # type: ignore[union-attr]
+            j += 1
+        if len(items) >= 2:
+            intro = split_sentences(line)[-1].rstrip(": ") if split_sentences(line) else ""
+            plans.append(clip(f"{intro}: " + "; ".join(items), SENTENCE_CHARS))
+            kept.append(line.rsplit(intro, 1)[0] if intro else "")
+            i = j
+            continue
+        kept.append(line)
+        i += 1
+    return "\n".join(kept), plans
+
+
+def _prose_sentences(text: str) -> list[str]:
+    """Sentences of assistant prose; code blocks and list markers left out."""
+    text = re.sub(r"```.*?(```|$)", " ", text, flags=re.S)
+    out = []
+    for s in split_sentences(text):
+        s = re.sub(r"^\s*(?:[-*•]|\d+[.)])\s+", "", s).strip()
+        if s:
+            out.append(s)
+    return out
+
+
+_CD_RE = re.compile(r'(?:^|&&|;|\\n|\n|")\s*cd\s+([^\s&;|"\\]+)')
+
+
+def project_root(turns: Sequence[dict[str, Any]]) -> str | None:
+    """The directory the agent's commands ``cd`` to most often, if any."""
+    roots: Counter[str] = Counter()
+    for m in turns:
+        for call in m.get("tool_calls") or ():
+            args = (call.get("function") or {}).get("arguments")
+            if isinstance(args, str) and "cd " in args:
+                roots.update(r.rstrip("/") for r in _CD_RE.findall(args[:2_000]))
+    return roots.most_common(1)[0][0] if roots else None
+
+
+def read_handoff(
+    turns: Sequence[dict[str, Any]],
+    *,
+    seq0: int = 0,
+    context: Sequence[dict[str, Any]] = (),
+) -> Handoff:
+    """Read ``turns`` (chronological) into a ``Handoff``; item ages start at ``seq0``.
+
+    ``context`` (messages kept verbatim before the turns, e.g. the protected
+    head) is read first for what it tells about files, and not summarised.
+    """
+    return _Walker(seq0, project_root([*context, *turns])).walk(turns, context)
