@@ -320,3 +320,132 @@ def generate_dense_session(
             )
         messages.append({"role": "assistant", "content": rng.choice(replies)})
     return messages
+
+
+# -- transcript shapes for benchmarks ------------------------------------------------
+
+_CJK_LINES = [
+    "服务启动完成，监听端口 {n}。",
+    "数据库连接池已满，等待 {n} 毫秒后重试。",
+    "用户请求处理成功，耗时 {n} 毫秒。",
+    "缓存命中率下降到 {n}%，需要检查配置。",
+    "定时任务第 {n} 次执行完毕，没有发现异常。",
+]
+
+
+def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
+    }
+
+
+def _turn(call_id: str, name: str, args: dict[str, Any], output: str, prose: str | None) -> list:
+    return [
+        {"role": "assistant", "content": prose, "tool_calls": [_call(call_id, name, args)]},
+        {"role": "tool", "tool_call_id": call_id, "content": output},
+    ]
+
+
+def _many_files_step(rng: random.Random, i: int) -> list[dict[str, Any]]:
+    """A read or a run on a file never touched before; no output holds an error."""
+    path = f"src/pkg_{i // 50}/module_{i}.py"
+    if i % 2:
+        body = _python_source(rng, rng.randint(20, 80)).replace("raise ValueError", "return None")
+        body = body.replace("value is required", "value is optional")
+        return _turn(f"f{i}", "read_file", {"path": path}, body, f"Reading {path} next.")
+    out = json.dumps({"output": f"checked {path}: {rng.randint(1, 90)} items ok", "exit_code": 0})
+    return _turn(f"f{i}", "terminal", {"command": f"python tools/check.py {path}"}, out, None)
+
+
+def _long_user_text(rng: random.Random) -> str:
+    lines = [
+        f"- {rng.choice(_FOLLOW_UPS).format(path=_path(rng))} (item {k})"
+        for k in range(rng.randint(40, 90))
+    ]
+    return "Here is the spec from the ticket, please follow it:\n" + "\n".join(lines)
+
+
+def _huge_output_step(rng: random.Random, i: int) -> list[dict[str, Any]]:
+    lines = [
+        f"2026-11-{rng.randint(1, 28):02d} {rng.randint(0, 23):02d}:00 worker[{rng.randint(1, 99)}]"
+        f" processed batch {k} in {rng.randint(1, 900)} ms"
+        for k in range(rng.randint(100, 350))
+    ]
+    out = json.dumps({"output": "\n".join(lines), "exit_code": 0})
+    return _turn(f"h{i}", "terminal", {"command": f"tail -n 400 logs/worker_{i}.log"}, out, None)
+
+
+def _cjk_step(rng: random.Random, i: int) -> list[dict[str, Any]]:
+    lines = [
+        rng.choice(_CJK_LINES).format(n=rng.randint(1, 9999)) for _ in range(rng.randint(5, 30))
+    ]
+    out = json.dumps({"output": "\n".join(lines), "exit_code": 0}, ensure_ascii=False)
+    prose = f"第 {i} 步：查看服务日志，确认状态。"
+    return _turn(f"z{i}", "terminal", {"command": f"journalctl -u app-{i % 7}"}, out, prose)
+
+
+def _stepped(
+    n_messages: int,
+    seed: int,
+    step: Any,
+    *,
+    user_every: int,
+    user_text: Any,
+) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent. Use the tools."},
+        {"role": "user", "content": user_text(rng)},
+    ]
+    i = 0
+    while len(messages) < n_messages - 1:
+        messages += step(rng, i)
+        i += 1
+        if i % user_every == 0:
+            messages += [
+                {"role": "assistant", "content": f"Step {i} done."},
+                {"role": "user", "content": user_text(rng)},
+            ]
+    messages += [
+        {"role": "assistant", "content": "Done for now."},
+        {"role": "user", "content": "Summarise what you found."},
+    ]
+    return messages
+
+
+def _dense_shape(n_messages: int, seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    statements = [
+        f"The {rng.choice(_MODULES)}-{k} service must answer within {rng.randint(50, 900)} ms."
+        if k % 2
+        else f"Never restart the {rng.choice(_MODULES)}-{k} queue during business hours."
+        for k in range(max(20, n_messages // 7))
+    ]
+    return generate_dense_session(statements, n_messages=n_messages, seed=seed)
+
+
+SHAPES: dict[str, Any] = {
+    "coding": lambda n, seed: generate_transcript(n, seed=seed),
+    "many_files": lambda n, seed: _stepped(
+        n, seed, _many_files_step, user_every=10, user_text=_long_user_text
+    ),
+    "long_user": lambda n, seed: _stepped(
+        n, seed, _many_files_step, user_every=2, user_text=_long_user_text
+    ),
+    "huge_outputs": lambda n, seed: _stepped(
+        n, seed, _huge_output_step, user_every=25, user_text=lambda r: "Find the slow batches."
+    ),
+    "cjk": lambda n, seed: _stepped(
+        n, seed, _cjk_step, user_every=8, user_text=lambda r: "请检查服务日志，找出异常并修复。" * 3
+    ),
+    "dense": _dense_shape,
+}
+
+
+def generate_shape(shape: str, n_messages: int, *, seed: int = 0) -> list[dict[str, Any]]:
+    """A transcript of about ``n_messages`` messages in one of ``SHAPES``."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r}: choose one of {', '.join(SHAPES)}")
+    return SHAPES[shape](n_messages, seed)

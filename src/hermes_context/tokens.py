@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Protocol, runtime_checkable
 
 # An image part costs about as much as a 1024x1024 image at high detail.
@@ -35,6 +37,22 @@ _CJK_RANGES = (
 
 
 _CJK_RE = re.compile("[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES) + "]")
+# Estimates of non-ASCII strings memoised by identity while ``memoized_estimates`` is active
+# (one compression estimates the same message several times).
+_MEMO: ContextVar[dict[int, tuple[Any, Any]] | None] = ContextVar("hermes_token_memo", default=None)
+
+
+@contextmanager
+def memoized_estimates() -> Iterator[None]:
+    """Within this block, repeated estimates of the same string or message object are free."""
+    if _MEMO.get() is not None:
+        yield
+        return
+    token = _MEMO.set({})
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
 
 
 def is_cjk_char(ch: str) -> bool:
@@ -53,8 +71,16 @@ def token_parts(text: str) -> tuple[int, int]:
     """
     if text.isascii():
         return 0, len(text)
+    memo = _MEMO.get()
+    if memo is not None:
+        hit = memo.get(id(text))
+        if hit is not None and hit[0] is text:
+            return hit[1]
     rest = _CJK_RE.sub("", text)
-    return len(text) - len(rest), len(rest.encode("utf-8", "surrogatepass"))
+    parts = len(text) - len(rest), len(rest.encode("utf-8", "surrogatepass"))
+    if memo is not None:
+        memo[id(text)] = (text, parts)
+    return parts
 
 
 def estimate_tokens_rough(text: str | None) -> int:
@@ -93,7 +119,23 @@ def estimate_content_tokens(content: Any) -> int:
 
 
 def estimate_message_tokens_rough(message: Mapping[str, Any]) -> int:
-    """Estimate one message: content, tool calls (name + arguments) and overhead."""
+    """Estimate one message: content, tool calls (name + arguments) and overhead.
+
+    Inside ``memoized_estimates`` a message object is estimated once (it must not
+    be mutated meanwhile; the compression pipeline never mutates its messages).
+    """
+    memo = _MEMO.get()
+    if memo is not None:
+        hit = memo.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+    total = _message_tokens(message)
+    if memo is not None:
+        memo[id(message)] = (message, total)
+    return total
+
+
+def _message_tokens(message: Mapping[str, Any]) -> int:
     total = MESSAGE_OVERHEAD_TOKENS + estimate_content_tokens(message.get("content"))
     for call in message.get("tool_calls") or ():
         fn = (call.get("function") or {}) if isinstance(call, Mapping) else {}

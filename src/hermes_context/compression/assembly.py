@@ -295,9 +295,9 @@ def assemble(
     """
     middle = bounds.middle
     has_user = any(is_real_user(original[i]) for i in middle)
-    tag = tag_lineage(pruned)
-    before = tag[: bounds.head_end]
-    after, folded = _strip_old_summaries([tag[i] for i in _kept_after(bounds, len(tag))])
+    before = [{**pruned[i], LINEAGE_KEY: [i]} for i in range(bounds.head_end)]
+    kept = [{**pruned[i], LINEAGE_KEY: [i]} for i in _kept_after(bounds, len(pruned))]
+    after, folded = _strip_old_summaries(kept)
     placed, merged = place_summary(before, summary, after, has_user_turn=has_user)
     span = sorted([*middle, *folded])
     placed[0][LINEAGE_KEY] = [*span, *placed[0][LINEAGE_KEY]] if merged else span

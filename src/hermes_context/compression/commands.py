@@ -9,7 +9,6 @@ content, not something that happened, so its error words are not errors.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 
 # Kinds, most telling first: a compound command is summarised by its strongest part.
@@ -54,6 +53,12 @@ _PY_REPLACE_RE = re.compile(
     re.S,
 )
 _SED_ADDRESS_RE = re.compile(r"^(\d+)(?:,(\d+))?\s*[sacdi]")
+_QUOTE_PART_RE = re.compile(r"""'[^']*'?|"(?:\\.|[^"\\])*"?|\\.?|[^'"\\]+""")
+_ESCAPE_RE = re.compile(r"\\(.)")
+_ASSIGNMENT_RE = re.compile(r"^[A-Za-z_]\w*=")
+_REDIRECT_RE = re.compile(r"^(\d?|&)(>>?)(.*)$")
+_RUNTESTS_RE = re.compile(r"(^|/)(runtests|run_tests)\.\w+$")
+_STDERR_RE = re.compile(r"\s*\d?>&\d\s*|\s*2>\s*/dev/null")
 
 
 @dataclass(frozen=True)
@@ -125,43 +130,54 @@ def split_heredocs(command: str) -> tuple[str, list[Heredoc]]:
     return "\n".join(kept), docs
 
 
+_SEGMENT_TOKEN_RE = re.compile(r"""'[^']*'?|"(?:\\.|[^"\\])*"?|&&|\|\||[;|\n]|[^'"&|;\n]+|&""")
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "\n"})
+
+
 def _segments(shell: str) -> list[tuple[str, str]]:
     """Split on unquoted ``&&``, ``||``, ``;``, ``|`` and newlines: ``(operator before, text)``."""
+    if not any(sep in shell for sep in "&|;\n"):
+        return [("", shell.strip())] if shell.strip() else []
     out: list[tuple[str, str]] = []
     buf: list[str] = []
-    quote = ""
     op = ""
-    i = 0
-    while i < len(shell):
-        ch = shell[i]
-        if quote:
-            quote = "" if ch == quote else quote
-            buf.append(ch)
-        elif ch in "'\"":
-            quote = ch
-            buf.append(ch)
-        elif shell.startswith(("&&", "||"), i) or ch in ";|\n":
-            width = 2 if shell.startswith(("&&", "||"), i) else 1
+    for tok in _SEGMENT_TOKEN_RE.findall(shell):
+        if tok in _SEPARATORS:
             out.append((op, "".join(buf).strip()))
-            op, buf = shell[i : i + width], []
-            i += width
-            continue
+            op, buf = tok, []
         else:
-            buf.append(ch)
-        i += 1
+            buf.append(tok)
     out.append((op, "".join(buf).strip()))
     return [(o, s) for o, s in out if s]
 
 
+_TOKEN_RE = re.compile(r"""(?:[^\s'"\\]+|'[^']*'?|"(?:\\.|[^"\\])*"?|\\.?)+""")
+
+
 def _argv(segment: str) -> list[str]:
-    try:
-        return shlex.split(segment, comments=False)
-    except ValueError:
-        return segment.split()
+    """Shell words of a simple command, quotes removed (a fast, forgiving ``shlex.split``)."""
+    return [_unquote(tok) for tok in _TOKEN_RE.findall(segment)]
+
+
+def _unquote(token: str) -> str:
+    if "'" not in token and '"' not in token and "\\" not in token:
+        return token
+    out = []
+    for part in _QUOTE_PART_RE.findall(token):
+        if part.startswith("'"):
+            out.append(part[1:-1] if part.endswith("'") and len(part) > 1 else part[1:])
+        elif part.startswith('"'):
+            inner = part[1:-1] if part.endswith('"') and len(part) > 1 else part[1:]
+            out.append(_ESCAPE_RE.sub(r"\1", inner))
+        elif part.startswith("\\"):
+            out.append(part[1:])
+        else:
+            out.append(part)
+    return "".join(out)
 
 
 def _strip_wrappers(argv: list[str]) -> list[str]:
-    while argv and (argv[0] in _WRAPPERS or re.match(r"^[A-Za-z_]\w*=", argv[0])):
+    while argv and (argv[0] in _WRAPPERS or _ASSIGNMENT_RE.match(argv[0])):
         argv = argv[2:] if argv[0] == "timeout" and len(argv) > 1 else argv[1:]
     return argv
 
@@ -187,7 +203,7 @@ def _redirects(argv: list[str]) -> tuple[list[str], list[str], list[str]]:
             inputs.append(tok[1:] or nxt)
             skip = tok == "<"
             continue
-        m = re.match(r"^(\d?|&)(>>?)(.*)$", tok)
+        m = _REDIRECT_RE.match(tok)
         if not m:
             args.append(tok)
             continue
@@ -286,7 +302,7 @@ class _Reader:
             return "--test" in args
         if name in ("npx", "pnpx"):
             return sub in _TEST_CMDS
-        return bool(re.search(r"(^|/)(runtests|run_tests)\.(py|sh)$", name))
+        return bool(_RUNTESTS_RE.search(name))
 
     def _python(self, segment: str, args: list[str], doc: Heredoc | None) -> None:
         if "-m" in args:
@@ -313,7 +329,7 @@ class _Reader:
 
     def _run_file(self, args: list[str]) -> None:
         files = _file_args(args[1:])
-        if files and re.search(r"(^|/)(runtests|run_tests)\.\w+$", files[0]):
+        if files and _RUNTESTS_RE.search(files[0]):
             self.cmd.kinds.add("test")
             self.cmd.tests.append(" ".join(args))
             return
@@ -358,7 +374,7 @@ class _Reader:
 
 def _display(segment: str) -> str:
     """A segment as shown in the summary: no redirections of stderr, one line."""
-    text = re.sub(r"\s*\d?>&\d\s*|\s*2>\s*/dev/null", " ", segment)
+    text = _STDERR_RE.sub(" ", segment)
     return " ".join(text.split())
 
 

@@ -16,7 +16,12 @@ from ..messages import (
     is_summary,
     strip_think_blocks,
 )
-from ..tokens import MESSAGE_OVERHEAD_TOKENS, estimate_messages_tokens_rough, estimate_tokens_rough
+from ..tokens import (
+    MESSAGE_OVERHEAD_TOKENS,
+    estimate_messages_tokens_rough,
+    estimate_tokens_rough,
+    memoized_estimates,
+)
 from . import assembly
 from .antithrash import ThrashState
 from .boundaries import find_boundaries, protect_head_end
@@ -343,7 +348,16 @@ class ContextCompressor:
         Raises:
             InvalidMessagesError: ``messages`` is not a list of message objects.
         """
-        original = list(messages)
+        with memoized_estimates():
+            return self._compress_call(list(messages), force, focus, target_tokens)
+
+    def _compress_call(
+        self,
+        original: list[dict[str, Any]],
+        force: bool,
+        focus: str | None,
+        target_tokens: int | None,
+    ) -> CompressionResult:
         _check_shapes(original)
         tokens_before = estimate_messages_tokens_rough(original)
         blocked = None if force else self._blocked(original)
@@ -522,7 +536,7 @@ class ContextCompressor:
         plan: _Plan,
     ) -> CompressionResult:
         pruned = self._prune(original, plan.tail_budget, plan.floor)
-        after_prune = estimate_messages_tokens_rough(pruned.messages)
+        after_prune = tokens_before + pruned.delta  # only pruned messages changed
         bounds = find_boundaries(
             pruned.messages,
             head_end=head_end,

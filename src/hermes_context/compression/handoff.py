@@ -11,6 +11,7 @@ agent meant to do next. The deterministic summariser renders it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -22,6 +23,7 @@ from typing import Any
 from ..messages import content_text, is_real_user, strip_think_blocks
 from .commands import Command, FileWrite, parse_command, test_key
 from .observations import (
+    TAIL_SCAN_CHARS,
     Output,
     TestOutcome,
     compare_definitions,
@@ -53,6 +55,51 @@ COMMAND_CHARS = 100
 MAX_CACHED_FILE_CHARS = 200_000
 # Names listed per change before "and N more".
 MAX_NAMES = 6
+# Only the start of a long text is searched for file paths (pasted logs are not mentions).
+MAX_PATH_SCAN_CHARS = 2_000
+# Findings and decisions read from the prose, newest first (a summary keeps fewer), from at
+# most so many messages; prose this short is cached (agents repeat stock sentences).
+MAX_PROSE_ITEMS = 12
+MAX_PROSE_MESSAGES = 300
+_CACHED_PROSE_CHARS = 1_000
+# Actions (runs, installs, git) rendered, and failed commands read for errors, newest first.
+MAX_ACTIONS = 30
+MAX_ERRORS = 15
+# A result may hold a failure when its exit code is not 0 or it prints a traceback.
+_EXIT_RE = re.compile(
+    r'^\s*<returncode>\s*(-?\d+)|"(?:exit_code|returncode|exitCode)"\s*:\s*(-?\d+)'
+)
+_WORDY_RE = re.compile(r"[A-Za-z\u00c0-\uffff]{3}")
+_CODE_BLOCK_RE = re.compile(r"```.*?(```|$)", re.S)
+_LIST_MARK_RE = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+
+
+def _may_have_failed(content: str) -> bool:
+    """Cheap test on a raw result: a non-zero exit code near its edges, or a traceback."""
+    m = _EXIT_RE.search(content[:200]) or _EXIT_RE.search(content[-200:])
+    if m and (m.group(1) or m.group(2)) != "0":
+        return True
+    return (
+        "Traceback (most recent call last)" in content[-TAIL_SCAN_CHARS:]
+        or m is None
+        and ("rror" in content[-TAIL_SCAN_CHARS:])
+    )
+
+
+# A lone read, search or look-around command: its output is content to read, not an event;
+# it is remembered without parsing.
+_SIMPLE_READ_RE = re.compile(
+    r"^\s*(?:cd\s+(?P<cwd>[^\s;&|]+)\s*&&\s*)?"
+    r"(?P<verb>cat|head|tail|grep|egrep|rg|ls|find|nl|wc|tree|sed\s+-n|pwd|df|du|free|ps|"
+    r"uname|whoami|which|stat|file|env|printenv|git\s+(?:log|status|diff|show|branch)|"
+    r"kubectl\s+(?:get|describe|logs)|docker\s+(?:ps|images|logs)|journalctl|"
+    r"systemctl\s+status)\b(?P<rest>[^<>|;&\n`$]*)$"
+)
+# User messages longer than this are pasted text, not a request to track...
+MAX_REQUEST_CHARS = 2_000
+# ...and the newest asks kept (the active task and pending ones), from so many messages.
+MAX_REQUESTS = 4
+MAX_REQUEST_MESSAGES = 40
 
 _PATH_RE = re.compile(
     r"(?<![\w:/.-])(?:~?/)?(?:[\w.-]+/)*[\w-][\w.-]*\."
@@ -172,16 +219,19 @@ def _span(a: int, b: int) -> str:
 
 @dataclass
 class TestRun:
-    """The latest run of one test command."""
+    """The latest run of one test command (its output is parsed only when rendered)."""
 
     seq: int
     command: str
-    outcome: TestOutcome | None
-    error: str | None
-    exit_code: int | None
+    content: str
 
     def render(self) -> str:
         """``Tests `pytest tests/x.py` -> 1 failed, 16 passed: FAILED ...`` or why it did not run."""
+        out = unwrap_result(self.content)
+        self.outcome = parse_test_outcome(out.text)
+        ok = self.outcome is not None and self.outcome.ok
+        self.error = None if ok else final_error(out.text)
+        self.exit_code = out.exit_code
         cmd = clip(self.command, COMMAND_CHARS)
         if self.outcome is None:
             why = f": {self.error}" if self.error else ""
@@ -218,9 +268,16 @@ class _Walker:
         self.seq0 = seq0
         self.root = root
         self.cache: dict[str, str] = {}
+        self.numbered: set[str] = set()  # cached reads still carrying line-number prefixes
+        self.wrapped: set[str] = set()  # cached reads still in their tool-result wrapper
+        self.prose: list[tuple[int, str]] = []
+        self.actions: list[tuple[int, str, Any, str, str]] = []
+        self.failures: list[tuple[int, Command, str]] = []
+        self.last_step: tuple[int, Any] | None = None
         self.seen: set[str] = set()
         self.created: dict[str, str] = {}
         self.runs: set[str] = set()
+        self.users: list[tuple[int, str]] = []
         self.calls: dict[str, tuple[str, Any, int]] = {}
 
     def walk(
@@ -229,6 +286,11 @@ class _Walker:
         for m in context:
             self._step(m, -1)
         self.h = Handoff()  # the context informs (files read, created); it is not summarised
+        self.users = []
+        self.prose = []
+        self.actions = []
+        self.failures = []
+        self.last_step = None
         self.created = {p: how for p, how in self.created.items() if p in self.seen}
         for i, m in enumerate(turns):
             self._step(m, self.seq0 + i)
@@ -250,7 +312,7 @@ class _Walker:
         text = strip_think_blocks(content_text(m.get("content")))
         if text:
             self.h.last_prose = seq
-            self._prose(text, seq)
+            self.prose.append((seq, text))
             self._paths(text, 1)
         for call in m.get("tool_calls") or ():
             fn = call.get("function") or {}
@@ -260,30 +322,21 @@ class _Walker:
                 seq,
             )
 
-    def _prose(self, text: str, seq: int) -> None:
-        text, plans = _plan_lists(text)
-        for plan in plans:
-            self._add("## Key Decisions", "decision", f"Plan: {plan}", seq)
-        for sentence in _prose_sentences(text):
-            cleaned = _ACK_LEAD_RE.sub("", sentence).strip()
-            if len(cleaned) < 20 or not re.search(r"[A-Za-z\u00c0-\uffff]{3}", cleaned):
-                continue
-            cleaned = cleaned[0].upper() + cleaned[1:]
-            cues = _QUOTED_RE.sub(" ", cleaned)
-            if _DIAGNOSIS_RE.search(cues) and _specific(cleaned) and not cleaned.endswith(":"):
-                self._add("## Key Decisions", "finding", f"Found: {cleaned}", seq)
-            elif _DECISION_RE.search(cues) and not cleaned.endswith(":"):
-                self._add("## Key Decisions", "decision", f"Decision: {cleaned}", seq)
-            elif _PLAN_RE.match(cues):
-                self._add("## Remaining Work", "next", f"Next: {cleaned}", seq)
-            elif _FINDING_RE.search(cues) and _specific(cleaned) and not cleaned.endswith(":"):
-                self._add("## Key Decisions", "finding", f"Found: {cleaned}", seq)
+    def _read_prose(self) -> None:
+        """Findings, decisions and plans from the prose, newest first, as many as a summary holds."""
+        counts: Counter[str] = Counter()
+        for seq, text in reversed(self.prose[-MAX_PROSE_MESSAGES:]):
+            if counts["finding"] >= MAX_PROSE_ITEMS and counts["decision"] >= MAX_PROSE_ITEMS:
+                break
+            for kind, line in prose_items(text):
+                section = "## Remaining Work" if kind == "next" else "## Key Decisions"
+                self._add(section, kind, line, seq)
+                counts[kind] += 1
 
     def _user(self, text: str, seq: int) -> None:
-        self._paths(text, 1)
-        asks = [s for s in split_sentences(text) if is_request(s)]
-        if asks and len(text) <= 2_000:
-            self.h.requests.append((seq, clip(" ".join(asks), SENTENCE_CHARS)))
+        if len(text) <= MAX_REQUEST_CHARS:  # longer is pasted text: not the user's own mentions
+            self._paths(text, 1)
+            self.users.append((seq, text))
 
     def _add(self, section: str, kind: str, text: str, seq: int, key: str = "") -> None:
         self.h.items.append(Item(section, kind, clip(text, SENTENCE_CHARS + 20), seq, key))
@@ -297,7 +350,7 @@ class _Walker:
         content = content_text(m.get("content"))
         parsed = parse_arguments(args)
         if content == DUPLICATE_PLACEHOLDER or is_prune_placeholder(content):
-            self.h.last_action = (seq, content.splitlines()[0] if content else name)
+            self.last_step = (seq, content.splitlines()[0] if content else name)
             self._paths(" ".join(str(v) for v in parsed.values()), 1)
             return
         command = parsed.get("command") or parsed.get("cmd")
@@ -313,48 +366,61 @@ class _Walker:
             self._other_tool(name, parsed, content, seq)
 
     def _shell(self, name: str, args: dict[str, Any], command: str, content: str, seq: int) -> None:
+        self.last_step = (seq, (name, args, content))
+        simple = _SIMPLE_READ_RE.match(command)
+        if simple:
+            self._simple_read(simple, command, content, seq)
+            return
         cmd = parse_command(command)
-        out = unwrap_result(content)
         self._paths(cmd.core if cmd.kind != "write" else command[:2_000], 1)
         for path in cmd.reads:
-            self._remember(self._norm(path, cmd.cwd), out.text, out.exit_code)
+            self._remember_raw(self._norm(path, cmd.cwd), content)
         for write in cmd.writes:
             self._file_write(write, cmd.cwd, seq)
         for patch in [
             *cmd.patches,
-            *(self.cache.get(self._norm(p, cmd.cwd), "") for p in cmd.applies),
+            *(self._source(self._norm(p, cmd.cwd)) or "" for p in cmd.applies),
         ]:
             self._diff(patch, cmd.core, seq, cmd.cwd)
         self.runs.update(self._norm(p, cmd.cwd) for p in cmd.runs)
         for test in cmd.tests:
-            self._test(test, out, seq)
-        self._shell_error(cmd, out, seq)
-        line = summarize_tool_result(name, args, content)
-        self.h.last_action = (seq, line)
+            self.h.tests[test_key(test)] = TestRun(seq, test, content)
+        if cmd.kind != "test" and _may_have_failed(content):
+            self.failures.append((seq, cmd, content))
         if cmd.kind in ("run", "install", "vcs"):
-            self._add("## Completed Actions", "action", line, seq, key=f"action:{cmd.core}")
+            self.actions.append((seq, name, args, content, cmd.core))
 
-    def _shell_error(self, cmd: Command, out: Output, seq: int) -> None:
+    def _simple_read(self, match: re.Match[str], command: str, content: str, seq: int) -> None:
+        """A lone ``cat``/``grep``/``ls``/...: its output is remembered, not parsed now."""
+        cwd, verb, rest = match.group("cwd"), match.group("verb"), match.group("rest")
+        self._paths(rest, 1)
+        if verb == "cat" and rest.split() and len(rest.split()) == 1:
+            self._remember_raw(self._norm(rest.strip(), cwd), content)
+        if len(content) < 700 and _may_have_failed(content):  # "No such file or directory"
+            self.failures.append((seq, parse_command(command), content))
+
+    def _errors(self) -> None:
+        """Errors of the newest failed commands (a summary keeps a few)."""
+        found = 0
+        for seq, cmd, content in reversed(self.failures):
+            if found >= MAX_ERRORS:
+                break
+            found += self._shell_error(cmd, unwrap_result(content), seq)
+
+    def _shell_error(self, cmd: Command, out: Output, seq: int) -> bool:
         failed = out.exit_code not in (0, None)
-        if cmd.kind == "test":
-            return  # the test entry carries its failure
         if cmd.kind in ("read", "search"):
             if not failed or len(out.text) > 600 or out.exit_code == 1 and "grep" in cmd.core:
-                return
+                return False
         elif not (failed or has_traceback(out.text)):
-            return
+            return False
         error = final_error(out.text)
         if error is None and not failed:
-            return
+            return False
         core = clip(cmd.core, COMMAND_CHARS)
         text = f"Error: `{core}` -> exit {_code(out.exit_code)}" + (f": {error}" if error else "")
         self._add("## Critical Context", "error", text, seq, key=f"error:{error or core}")
-
-    def _test(self, command: str, out: Output, seq: int) -> None:
-        outcome = parse_test_outcome(out.text)
-        error = None if outcome is not None and outcome.ok else final_error(out.text)
-        key = test_key(command)
-        self.h.tests[key] = TestRun(seq, command, outcome, error, out.exit_code)
+        return True
 
     def _write_tool(self, name: str, args: dict[str, Any], content: str, seq: int) -> None:
         path = str(args.get("path") or args.get("file_path") or args.get("filename") or "")
@@ -394,12 +460,13 @@ class _Walker:
         self._paths(" ".join(str(v) for v in args.values()), 1)
         start = args.get("offset") or args.get("start_line") or 1
         if name in READ_TOOLS and path and str(start) in ("0", "1"):
-            self._remember(self._norm(path, None), strip_line_numbers(content), 0)
+            key = self._norm(path, None)
+            self._remember(key, content, 0)
+            self.numbered.add(key)
 
     def _other_tool(self, name: str, args: dict[str, Any], content: str, seq: int) -> None:
-        line = summarize_tool_result(name, args, content)
-        self.h.last_action = (seq, line)
-        self._add("## Completed Actions", "action", line, seq, key=f"action:{line}")
+        self.last_step = (seq, (name, args, content))
+        self.actions.append((seq, name, args, content, ""))
         if has_traceback(content):
             error = final_error(content)
             if error:
@@ -425,13 +492,37 @@ class _Walker:
     def _paths(self, text: str, weight: int) -> None:
         if "." not in text:
             return
-        for path in _PATH_RE.findall(text):
+        for path in _PATH_RE.findall(text[:MAX_PATH_SCAN_CHARS]):
             self.h.files[self._norm(path, None)] += weight
+
+    def _remember_raw(self, path: str, content: str) -> None:
+        """Remember a tool result as the file's content; unwrapped when first used."""
+        self.seen.add(path)
+        self.numbered.discard(path)
+        if len(content) <= MAX_CACHED_FILE_CHARS:
+            self.cache[path] = content
+            self.wrapped.add(path)
 
     def _remember(self, path: str, text: str, exit_code: int | None) -> None:
         self.seen.add(path)
+        self.numbered.discard(path)
+        self.wrapped.discard(path)
         if exit_code == 0 and len(text) <= MAX_CACHED_FILE_CHARS:
             self.cache[path] = text
+
+    def _source(self, path: str) -> str | None:
+        """The last known content of a file (wrappers and line numbers removed on first use)."""
+        if path in self.wrapped:
+            self.wrapped.discard(path)
+            out = unwrap_result(self.cache[path])
+            if out.exit_code in (0, None):
+                self.cache[path] = out.text
+            else:
+                del self.cache[path]
+        if path in self.numbered:
+            self.numbered.discard(path)
+            self.cache[path] = strip_line_numbers(self.cache[path])
+        return self.cache.get(path)
 
     def _change(self, path: str, seq: int) -> FileChange:
         change = self.h.changes.get(path)
@@ -451,7 +542,7 @@ class _Walker:
         if write.detail and write.how not in ("delete",):
             label = "from" if write.how in ("copy", "move") else ""
             change.details.append(f"{label} `{clip(write.detail, 80)}`".strip())
-        old = self.cache.get(path)
+        old = self._source(path)
         if write.lines and old:
             where = enclosing_definition(old, write.lines[0])
             change.names("changed", [where] if where else [])
@@ -465,6 +556,8 @@ class _Walker:
             elif new_file:
                 change.names("added", list(definitions(write.body)))
             self.cache[path] = write.body
+            self.numbered.discard(path)
+            self.wrapped.discard(path)
         self.seen.add(path)
 
     def _diff(self, text: str, how: str, seq: int, cwd: str | None) -> bool:
@@ -476,7 +569,7 @@ class _Walker:
             change.names("added", f.added)
             change.names("removed", f.removed)
             change.names("changed", f.touched)
-            old = self.cache.get(path)
+            old = self._source(path)
             for a, b in f.lines:
                 change.lines.append((a, b))
                 where = enclosing_definition(old, a + 3) if old else None
@@ -486,7 +579,7 @@ class _Walker:
         return bool(files)
 
     def _where(self, path: str, old: str) -> str | None:
-        source = self.cache.get(path)
+        source = self._source(path)
         if not source or not old or old not in source:
             return None
         line = source[: source.index(old)].count("\n") + 1
@@ -495,13 +588,28 @@ class _Walker:
     def _apply_edit(self, path: str, args: dict[str, Any]) -> None:
         old = str(args.get("old_string") or args.get("old_str") or "")
         new = str(args.get("new_string") or args.get("new_str") or "")
-        if path in self.cache and old:
-            self.cache[path] = self.cache[path].replace(old, new, 1)
+        source = self._source(path)
+        if source is not None and old:
+            self.cache[path] = source.replace(old, new, 1)
 
     # -- the end --------------------------------------------------------------
 
     def _finish(self) -> None:
         self._merge_basenames()
+        self._requests()
+        self._read_prose()
+        self._render_actions()
+        self._errors()
+
+    def _render_actions(self) -> None:
+        """One-line summaries of the newest actions and of the last step."""
+        for seq, name, args, content, core in self.actions[-MAX_ACTIONS:]:
+            line = summarize_tool_result(name, args, content)
+            self._add("## Completed Actions", "action", line, seq, key=f"action:{core or line}")
+        if self.last_step is not None:
+            seq, step = self.last_step
+            line = step if isinstance(step, str) else summarize_tool_result(*step)
+            self.h.last_action = (seq, line)
         for path, how in self.created.items():
             base = os.path.basename(path)
             top = "/" not in path or path.startswith("/tmp/")
@@ -510,6 +618,23 @@ class _Walker:
                 self.h.scratch[path] = self.h.changes.pop(path).seq if path in self.h.changes else 0
             elif path in self.h.changes:
                 self.h.changes[path].created = True
+
+    def _requests(self) -> None:
+        """The user's asks: the newest few, and the earliest (a goal when nothing else says it)."""
+        found: dict[int, str] = {}
+        order = [*reversed(self.users)]
+        for seq, text in order[:MAX_REQUEST_MESSAGES]:
+            asks = [s for s in split_sentences(text) if is_request(s)]
+            if asks:
+                found[seq] = clip(" ".join(asks), SENTENCE_CHARS)
+            if len(found) >= MAX_REQUESTS:
+                break
+        for seq, text in self.users[:MAX_REQUEST_MESSAGES]:
+            asks = [s for s in split_sentences(text) if is_request(s)]
+            if asks:
+                found.setdefault(seq, clip(" ".join(asks), SENTENCE_CHARS))
+                break
+        self.h.requests = sorted(found.items())
 
     def _merge_basenames(self) -> None:
         """A bare file name mentioned in prose counts for the one known path it names."""
@@ -572,12 +697,48 @@ def _plan_lists(text: str) -> tuple[str, list[str]]:
     return "\n".join(kept), plans
 
 
+@functools.lru_cache(maxsize=2_048)
+def _prose_items_cached(text: str) -> tuple[tuple[str, str], ...]:
+    return tuple(_prose_items(text))
+
+
+def prose_items(text: str) -> tuple[tuple[str, str], ...]:
+    """``(kind, line)`` of a stretch of assistant prose: findings, decisions, plans, next steps.
+
+    Short texts are cached: agents repeat their stock sentences.
+    """
+    if len(text) <= _CACHED_PROSE_CHARS:
+        return _prose_items_cached(text)
+    return tuple(_prose_items(text))
+
+
+def _prose_items(text: str) -> list[tuple[str, str]]:
+    text, plans = _plan_lists(text)
+    out = [("decision", f"Plan: {plan}") for plan in plans]
+    for sentence in _prose_sentences(text):
+        cleaned = _ACK_LEAD_RE.sub("", sentence).strip()
+        if len(cleaned) < 20 or not _WORDY_RE.search(cleaned):
+            continue
+        cleaned = cleaned[0].upper() + cleaned[1:]
+        cues = _QUOTED_RE.sub(" ", cleaned)
+        closed = not cleaned.endswith(":")
+        if _DIAGNOSIS_RE.search(cues) and _specific(cleaned) and closed:
+            out.append(("finding", f"Found: {cleaned}"))
+        elif _DECISION_RE.search(cues) and closed:
+            out.append(("decision", f"Decision: {cleaned}"))
+        elif _PLAN_RE.match(cues):
+            out.append(("next", f"Next: {cleaned}"))
+        elif _FINDING_RE.search(cues) and _specific(cleaned) and closed:
+            out.append(("finding", f"Found: {cleaned}"))
+    return out
+
+
 def _prose_sentences(text: str) -> list[str]:
     """Sentences of assistant prose; code blocks and list markers left out."""
-    text = re.sub(r"```.*?(```|$)", " ", text, flags=re.S)
+    text = _CODE_BLOCK_RE.sub(" ", text)
     out = []
     for s in split_sentences(text):
-        s = re.sub(r"^\s*(?:[-*•]|\d+[.)])\s+", "", s).strip()
+        s = _LIST_MARK_RE.sub("", s).strip()
         if s:
             out.append(s)
     return out

@@ -7,8 +7,9 @@ the older statement of the same item (SPEC 3.7).
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +20,14 @@ from .prompt import SUMMARY_HEADINGS, parse_summary
 MAX_FACT_CHARS = 400
 MIN_FACT_CHARS = 8
 # In user messages up to this long every declarative sentence is kept as a statement,
-# cue words or not; longer ones (pasted task text) only give their cued sentences.
+# cue words or not...
 STATEMENT_MESSAGE_CHARS = 600
+# ...and over this long (pasted text) only sentences with cue words count, in its first
+# and last stretch of this many characters.
+PASTED_MESSAGE_CHARS = 2_000
+PASTED_EDGE_CHARS = 500
+# Facts read from the newest turns at most: an 8,000-character summary holds fewer.
+MAX_FACTS = 150
 
 _KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (kind, re.compile(pattern, re.IGNORECASE))
@@ -109,10 +116,9 @@ _STOP_WORDS = frozenset(
     like need needs never always ever don't dont do not must should cannot can't won't avoid
     any anything""".split()
 )
-# Share of the distinctive words (weighted by rarity) two statements must have in common
-# to be the same item restated: with a restatement cue, and without one.
-RESTATE_CUED = 0.45
-RESTATE_UNCUED = 0.7
+# Share of the distinctive words (weighted by rarity) a cued restatement must have in
+# common with the statement it replaces.
+RESTATE_SCORE = 0.45
 # Subjects too generic to identify an item ("The goal is ...", "Plan: ...").
 _GENERIC_SUBJECTS = frozenset(
     "goal aim plan objective task idea point focus priority note rule reminder thing "
@@ -217,18 +223,42 @@ def is_filler(sentence: str) -> bool:
     return bool(_IMPERATIVE_RE.match(body)) and len(words) <= 8 and not _VALUE_RE.search(body)
 
 
+@functools.lru_cache(maxsize=4_096)
+def _short_facts(text: str) -> tuple[Fact, ...]:
+    return tuple(_facts_from_text(text))
+
+
 def facts_from_text(text: str) -> list[Fact]:
+    """Pinned facts stated in one user message, in order (see ``_facts_from_text``).
+
+    Short messages are cached: "ok", "continue" and friends come back all the time.
+    """
+    if len(text) <= STATEMENT_MESSAGE_CHARS:
+        return list(_short_facts(text))
+    return _facts_from_text(text)
+
+
+def _facts_from_text(text: str) -> list[Fact]:
     """Pinned facts stated in one user message, in order.
 
     Sentences with cue words get their kind; in a short message every other
-    declarative sentence is a ``statement`` (the user said it, so it is kept).
+    declarative sentence is a ``statement`` (the user said it, so it is kept),
+    and a sentence with an exact value a ``fact``. A long message (pasted text)
+    only gives its cued sentences.
     """
+    if len(text) < MIN_FACT_CHARS:
+        return []
     facts = []
     short = len(text) <= STATEMENT_MESSAGE_CHARS
+    pasted = len(text) > PASTED_MESSAGE_CHARS
+    if pasted:  # the user's own words sit around a paste, not inside it
+        text = f"{text[:PASTED_EDGE_CHARS]}\n{text[-PASTED_EDGE_CHARS:]}"
     for sentence in split_sentences(text):
         if not MIN_FACT_CHARS <= len(sentence) <= MAX_FACT_CHARS:
             continue
         kind = classify(sentence)
+        if kind is None and pasted:
+            continue
         if kind is None and _is_ask(sentence):
             continue
         if kind is None and _VALUE_RE.search(sentence) and len(sentence) <= 200:
@@ -240,13 +270,22 @@ def facts_from_text(text: str) -> list[Fact]:
     return facts
 
 
-def extract_facts(messages: Iterable[dict[str, Any]]) -> list[Fact]:
-    """Pinned facts from the real user messages of ``messages``, oldest first."""
-    facts: list[Fact] = []
-    for m in messages:
+def extract_facts(messages: Sequence[dict[str, Any]], *, limit: int = MAX_FACTS) -> list[Fact]:
+    """Pinned facts from the real user messages of ``messages``, oldest first.
+
+    Messages are read newest first until ``limit`` facts are found: a summary
+    holds far fewer, and the newest statement of an item is the one that counts.
+    """
+    found: list[list[Fact]] = []
+    total = 0
+    for m in reversed(messages):
+        if total >= limit:
+            break
         if is_real_user(m):
-            facts.extend(facts_from_text(content_text(m.get("content"))))
-    return facts
+            facts = facts_from_text(content_text(m.get("content")))
+            found.append(facts)
+            total += len(facts)
+    return [f for facts in reversed(found) for f in facts]
 
 
 def same_item(a: str, b: str) -> bool:
@@ -288,10 +327,11 @@ def _content_words(text: str) -> set[str]:
 class _Restatements:
     """Finds the earlier fact a statement restates, by shared distinctive words.
 
-    With a restatement cue ("scratch that", "moved to", "now", "instead", ...)
-    one shared word that no third fact uses is enough; without one, three shared
-    words making most of the shorter fact are needed. Distinct items with a
-    common word ("the API port", "the admin port") are not merged.
+    Only a statement with a restatement cue ("scratch that", "moved to", "now",
+    "instead", ...) replaces an earlier one: they must share two words, one of
+    them used by no third fact, making most of the shorter one (by rarity).
+    Distinct items with a common word ("the API port", "the admin port") are
+    not merged.
     """
 
     def __init__(self, facts: Sequence[Fact]) -> None:
@@ -319,8 +359,9 @@ class _Restatements:
 
     def restated(self, fact: Fact) -> str | None:
         """The key of the earlier fact ``fact`` restates, or None."""
+        if not _RESTATE_RE.search(fact.text):
+            return None
         words = self.words.get(id(fact), set())
-        cued = bool(_RESTATE_RE.search(fact.text))
         own = self._weight(words)
         best, best_score = None, 0.0
         for key in {k for w in words if self.df.get(w, 0) <= 3 for k in self.index.get(w, ())}:
@@ -329,11 +370,8 @@ class _Restatements:
             if not any(self.df.get(w, 0) <= 2 for w in shared):
                 continue
             score = self._weight(shared) / max(1e-9, min(own, self._weight(other)))
-            if (cued and len(shared) >= 2 and score >= RESTATE_CUED) or (
-                len(shared) >= 3 and score >= RESTATE_UNCUED
-            ):
-                if score > best_score:
-                    best, best_score = key, score
+            if len(shared) >= 2 and score >= RESTATE_SCORE and score > best_score:
+                best, best_score = key, score
         return best
 
 
@@ -342,21 +380,23 @@ def merge_facts(older: Sequence[Fact], newer: Sequence[Fact]) -> list[Fact]:
     merged: dict[str, Fact] = {}  # key -> fact, in order of latest statement
     by_head: dict[str, set[str]] = {}  # last word of an item key -> keys
     everything = [*older, *newer]
-    restate = _Restatements(everything)
+    cued = any(_RESTATE_RE.search(f.text) for f in everything[1:])
+    restate = _Restatements(everything) if cued else None
     for fact in everything:
         rivals = {fact.key}
         if fact.key.startswith("item:") and fact.key[5:].split():
             head = fact.key[5:].split()[-1]
             rivals |= {k for k in by_head.get(head, ()) if same_item(k, fact.key)}
             by_head.setdefault(head, set()).add(fact.key)
-        if not rivals & merged.keys():
+        if restate is not None and not rivals & merged.keys():
             similar = restate.restated(fact)
             rivals |= {similar} if similar else set()
         for key in rivals:
-            if merged.pop(key, None) is not None:
+            if merged.pop(key, None) is not None and restate is not None:
                 restate.remove(key)
         merged[fact.key] = fact
-        restate.add(fact)
+        if restate is not None:
+            restate.add(fact)
     return list(merged.values())
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Sequence
@@ -40,6 +39,7 @@ class PruneOutcome:
     messages: list[dict[str, Any]]
     reclaimed: int
     pruned: set[int] = field(default_factory=set)
+    delta: int = 0  # tokens after minus before (negative when pruning saved tokens)
 
 
 def tail_start_by_budget(messages: Sequence[dict[str, Any]], budget: int, floor: int) -> int:
@@ -204,7 +204,7 @@ def prune_messages(
         min_result_chars: Only results at least this long are touched (proactive prune).
         demote_tail: Run pass 4 (bulky output inside an oversized tail).
     """
-    out = [copy.copy(m) for m in messages]
+    out = list(messages)  # changed messages are replaced by new dicts, never edited
     pruned: set[int] = set()
     calls = _call_index(out)
     tail_start = tail_start_by_budget(out, tail_budget, tail_floor)
@@ -215,4 +215,4 @@ def prune_messages(
         _demote_tail(out, pruned, tail_start, tail_budget, calls)
     before = sum(estimate_message_tokens_rough(messages[i]) for i in pruned)
     after = sum(estimate_message_tokens_rough(out[i]) for i in pruned)
-    return PruneOutcome(out, max(0, before - after), pruned)
+    return PruneOutcome(out, max(0, before - after), pruned, after - before)
