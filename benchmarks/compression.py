@@ -1,6 +1,6 @@
 """Compression benchmark: wall time and peak memory of pruning and deterministic compression.
 
-For generated coding-agent transcripts of several sizes it reports, in one run,
+For generated transcripts of several shapes and sizes it reports, in one run,
 the median wall time of ``prune_tool_results`` and of a full deterministic
 ``compress(force=True)``, next to one ``json.loads(json.dumps(messages))``
 round trip of the same transcript (the floor) and to
@@ -8,8 +8,17 @@ round trip of the same transcript (the floor) and to
 peer), plus the peak memory of our two calls. The real transcripts in
 ``shared/data/trajectories`` (when present) are compressed too.
 
+Shapes (``hermes_context.synthetic.SHAPES``): ``coding`` (the original generator:
+pytest runs, tracebacks, greps, file reads), ``many_files`` (every step reads or
+runs something on a new file, no errors, long user turns), ``long_user`` (pasted
+multi-kilobyte user turns every other step), ``huge_outputs`` (log tails of
+10-40 KB), ``cjk`` (Chinese prose and logs), ``dense`` (short chat turns with
+planted rules). Every repetition starts cold: the summariser's caches of short
+texts are cleared first.
+
 Usage:
-    python benchmarks/compression.py [--sizes 200,2000,20000] [--repeat N] [--json | --markdown]
+    python benchmarks/compression.py [--shapes coding,cjk] [--sizes 2000,20000] [--repeat N]
+                                     [--json | --markdown]
 
 The exit status is 1 when a target fails, so CI can run it as a check.
 """
@@ -31,9 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from hermes_context import ContextCompressor, estimate_messages_tokens_rough, validate_messages
-from hermes_context.synthetic import generate_transcript
+from hermes_context.compression.deterministic import clear_caches
+from hermes_context.synthetic import SHAPES, generate_shape
 
-DEFAULT_SIZES = (200, 2_000, 20_000)
+DEFAULT_SIZES = (2_000, 20_000)
 # Fewer repetitions for the big sizes keep a full run within a few minutes on 2 cores.
 DEFAULT_REPEATS = {200: 7, 2_000: 5, 20_000: 3}
 REAL_REPEATS = 7
@@ -130,6 +140,7 @@ def _one_repetition(messages: list[dict[str, Any]], times: dict[str, list[float]
     ms, _ = _timed_ms(lambda: _prune(messages))
     times["prune"].append(ms)
     compressor = ContextCompressor(context_length=CONTEXT_LENGTH)  # fresh: state matters
+    clear_caches()  # cold: no summary of an earlier repetition helps this one
     ms, result = _timed_ms(lambda: _compress(messages, compressor))
     times["compress"].append(ms)
     _check_valid(result.messages)
@@ -140,9 +151,9 @@ def _one_repetition(messages: list[dict[str, Any]], times: dict[str, list[float]
     return result, trimmed
 
 
-def bench_size(n_messages: int, repeat: int) -> dict[str, Any]:
+def bench_size(shape: str, n_messages: int, repeat: int) -> dict[str, Any]:
     """Medians and peaks for one generated transcript of about ``n_messages`` messages."""
-    messages = generate_transcript(n_messages, seed=SEED)
+    messages = generate_shape(shape, n_messages, seed=SEED)
     before = json.dumps(messages, sort_keys=True)
     times: dict[str, list[float]] = {
         k: [] for k in ("floor", "prune", "compress", "convert", "trim")
@@ -154,7 +165,7 @@ def bench_size(n_messages: int, repeat: int) -> dict[str, Any]:
         lambda: _compress(messages, ContextCompressor(context_length=CONTEXT_LENGTH))
     )
     if json.dumps(messages, sort_keys=True) != before:
-        raise SystemExit(f"size {n_messages}: the input transcript was mutated")
+        raise SystemExit(f"{shape} {n_messages}: the input transcript was mutated")
     med = {f"{k}_ms": _median(v) for k, v in times.items()}
     return {
         "messages": len(messages),
@@ -210,22 +221,21 @@ def bench_real(repeat: int, folder: Path = TRAJECTORIES) -> list[dict[str, Any]]
 
 
 def evaluate_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """PASS/FAIL of the floor-ratio target per size and of the growth target."""
+    """PASS/FAIL of the floor-ratio target per shape and size, and of growth per shape."""
     targets = [
         {
-            "target": f"compress <= {MAX_FLOOR_RATIO:g}x JSON floor @ {r['size']:,} msgs",
+            "target": f"{r['shape']}: compress <= {MAX_FLOOR_RATIO:g}x JSON floor @ {r['size']:,} msgs",
             "value": r["compress_over_floor"],
             "limit": MAX_FLOOR_RATIO,
             "passed": r["compress_over_floor"] <= MAX_FLOOR_RATIO,
         }
         for r in rows
     ]
-    growth = growth_factor(rows)
-    if growth is not None:
-        small, big = GROWTH_SIZES
+    small, big = GROWTH_SIZES
+    for shape, growth in growth_factors(rows).items():
         targets.append(
             {
-                "target": f"compress growth {small:,} -> {big:,} msgs <= {MAX_GROWTH:g}x",
+                "target": f"{shape}: compress growth {small:,} -> {big:,} msgs <= {MAX_GROWTH:g}x",
                 "value": growth,
                 "limit": MAX_GROWTH,
                 "passed": growth <= MAX_GROWTH,
@@ -234,18 +244,21 @@ def evaluate_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return targets
 
 
-def growth_factor(rows: list[dict[str, Any]]) -> float | None:
-    """Median compress time at 20,000 messages over that at 2,000 (None if either is absent)."""
-    by_size = {r["size"]: r for r in rows}
+def growth_factors(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Per shape: median compress time at 20,000 messages over that at 2,000 (when both ran)."""
     small, big = GROWTH_SIZES
-    if small not in by_size or big not in by_size:
-        return None
-    return by_size[big]["compress_ms"] / by_size[small]["compress_ms"]
+    by_key = {(r["shape"], r["size"]): r for r in rows}
+    out = {}
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        if (shape, small) in by_key and (shape, big) in by_key:
+            out[shape] = by_key[(shape, big)]["compress_ms"] / by_key[(shape, small)]["compress_ms"]
+    return out
 
 
 # -- output ------------------------------------------------------------------
 
 _COLUMNS = [
+    ("shape", "{shape}"),
     ("size", "{size:,}"),
     ("tokens", "{tokens_before:,}"),
     ("JSON floor ms", "{floor_ms:.1f}"),
@@ -278,8 +291,8 @@ def _table(columns: list[tuple[str, str]], rows: list[dict[str, Any]]) -> list[s
 def render(report: dict[str, Any]) -> str:
     """The figures as Markdown tables (readable in a terminal as well)."""
     lines = _table(_COLUMNS, report["sizes"])
-    growth = report["growth"]
-    lines += ["", f"Compress growth 2,000 -> 20,000 messages: {_fmt_growth(growth)}", ""]
+    growth = ", ".join(f"{k} {v:.1f}x" for k, v in report["growth"].items()) or "n/a"
+    lines += ["", f"Compress growth 2,000 -> 20,000 messages: {growth}", ""]
     lines += [
         f"- {'PASS' if t['passed'] else 'FAIL'}: {t['target']} (measured {t['value']:.1f}x)"
         for t in report["targets"]
@@ -296,10 +309,6 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _fmt_growth(growth: float | None) -> str:
-    return "n/a (needs both sizes)" if growth is None else f"{growth:.1f}x"
-
-
 def _real_setup_note(repeat: int) -> str:
     return (
         f"Real transcripts: `ContextCompressor({REAL_CONTEXT_LENGTH:_}, "
@@ -310,7 +319,7 @@ def _real_setup_note(repeat: int) -> str:
 
 def render_markdown(report: dict[str, Any]) -> str:
     """A self-contained docs section: command, machine, date, method and figures."""
-    repeats = ", ".join(f"{r['repeat']} for {r['size']:,}" for r in report["sizes"])
+    repeats = ", ".join(dict.fromkeys(f"{r['repeat']} for {r['size']:,}" for r in report["sizes"]))
     return "\n".join(
         [
             "## Compression speed and memory",
@@ -319,10 +328,12 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"Machine: {report['machine']}  ",
             f"Date: {report['date']}",
             "",
-            "Method: generated coding-agent transcripts (`hermes_context.synthetic."
-            f"generate_transcript(n, seed={SEED})`); `ContextCompressor(context_length="
-            f"{CONTEXT_LENGTH:_})`, deterministic (no LLM), a fresh compressor per "
-            f"repetition, `compress(messages, force=True)`. Times are medians ({repeats}), "
+            "Method: generated transcripts of six shapes (`hermes_context.synthetic."
+            f"generate_shape(shape, n, seed={SEED})`: coding, many_files, long_user, "
+            "huge_outputs, cjk, dense; see the script's docstring); `ContextCompressor("
+            f"context_length={CONTEXT_LENGTH:_})`, deterministic (no LLM), a fresh "
+            "compressor and cold caches per repetition, `compress(messages, force=True)`. "
+            f"Times are medians ({repeats}), "
             "all contenders interleaved in each repetition. The floor is one "
             "`json.loads(json.dumps(messages))`. The peer is `langchain_core.messages."
             "trim_messages(token_counter='approximate', strategy='last', include_system=True, "
@@ -354,6 +365,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=",".join(str(s) for s in DEFAULT_SIZES),
         help="comma-separated transcript sizes in messages (default: %(default)s)",
     )
+    parser.add_argument(
+        "--shapes",
+        default=",".join(SHAPES),
+        help="comma-separated transcript shapes (default: %(default)s)",
+    )
     parser.add_argument("--repeat", type=int, help="repetitions for every size (default: 7/5/3)")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -365,6 +381,10 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--sizes must be integers separated by commas, got {args.sizes!r}")
     if args.repeat is not None and args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    args.shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    unknown = [s for s in args.shapes if s not in SHAPES]
+    if unknown:
+        parser.error(f"unknown shape(s) {', '.join(unknown)}: choose from {', '.join(SHAPES)}")
     return args
 
 
@@ -376,19 +396,21 @@ def _repeats_for(size: int, override: int | None) -> int:
 
 def _warm_up() -> None:
     """First calls pay for imports and regex compilation; keep that out of the figures."""
-    messages = generate_transcript(100, seed=SEED)
+    messages = generate_shape("coding", 100, seed=SEED)
     result = _compress(messages, ContextCompressor(context_length=CONTEXT_LENGTH))
     _prune(messages)
     _trim(_convert(messages), result.tokens_after)
 
 
-def run(sizes: Sequence[int], repeat: int | None) -> dict[str, Any]:
-    """Benchmark every size and the real transcripts; the figures as plain data."""
+def run(shapes: Sequence[str], sizes: Sequence[int], repeat: int | None) -> dict[str, Any]:
+    """Benchmark every shape and size and the real transcripts; the figures as plain data."""
     _warm_up()
     rows = []
-    for size in sizes:
-        print(f"benchmarking {size:,} messages ...", file=sys.stderr, flush=True)
-        rows.append({"size": size, **bench_size(size, _repeats_for(size, repeat))})
+    for shape in shapes:
+        for size in sizes:
+            print(f"benchmarking {shape}, {size:,} messages ...", file=sys.stderr, flush=True)
+            row = bench_size(shape, size, _repeats_for(size, repeat))
+            rows.append({"shape": shape, "size": size, **row})
     print("benchmarking real transcripts ...", file=sys.stderr, flush=True)
     real = bench_real(repeat or REAL_REPEATS)
     return {
@@ -396,7 +418,7 @@ def run(sizes: Sequence[int], repeat: int | None) -> dict[str, Any]:
         "machine": _machine(),
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "sizes": rows,
-        "growth": growth_factor(rows),
+        "growth": growth_factors(rows),
         "targets": evaluate_targets(rows),
         "real": real,
         "real_setup": {
@@ -408,7 +430,7 @@ def run(sizes: Sequence[int], repeat: int | None) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
-    report = run(args.sizes, args.repeat)
+    report = run(args.shapes, args.sizes, args.repeat)
     if args.json:
         print(json.dumps(report, indent=2))
     elif args.markdown:

@@ -137,7 +137,10 @@ def test_handoff_names_diagnosis_change_tests_error_decision_scratch_and_next():
     assert "added `_label`" in change and "changed `render`" in change
     assert "load" not in change, "an unchanged function is not listed"
     tests = [i for i in sections["## Completed Actions"] if i.startswith("Tests")]
-    assert tests == ["Tests `python -m pytest tests/test_report.py -q` -> 2 passed"]
+    assert tests == [
+        "Tests `python -m pytest tests/test_report.py -q` -> 2 passed in 0.01s "
+        "(an earlier run failed: tests/test_report.py::test_render_names)"
+    ]
     assert any(
         "AttributeError: module 'report' has no attribute 'missing'" in i
         for i in sections["## Critical Context"]
@@ -200,7 +203,7 @@ def test_the_request_being_worked_on_is_the_active_task_not_a_trailing_constrain
     ]
     sections = parse_summary(DeterministicSummarizer().summarize(turns))
     assert sections["## Active Task"] == ["Add retries to the uploader."]
-    assert sections["## Constraints & Preferences"] == ["Please keep the public API unchanged."]
+    assert "Please keep the public API unchanged." in sections["## Constraints & Preferences"]
 
 
 @pytest.mark.parametrize(
@@ -217,7 +220,7 @@ def test_the_request_being_worked_on_is_the_active_task_not_a_trailing_constrain
         ),
         (
             "git apply fix.diff",
-            "Changed `report.py` (patch): changed `render`; lines 9-11",
+            "Changed `report.py` (patch): changed `render`; lines 9-11; + return repr(items)",
         ),
     ],
 )
@@ -261,9 +264,9 @@ def test_recompression_keeps_what_the_last_summary_said():
         assert [i for i in again.get(heading, []) if i in kept.get(heading, [])] == kept.get(
             heading, []
         ), heading
-    assert (
-        "Tests `python -m pytest tests/test_report.py -q` -> 2 passed"
-        in again["## Completed Actions"]
+    assert any(
+        i.startswith("Tests `python -m pytest tests/test_report.py -q` -> 2 passed")
+        for i in again["## Completed Actions"]
     )
     assert all("exit ?" not in i for i in again["## Completed Actions"])
     assert again["## Active Task"] == ["Also run the linter."]
@@ -277,7 +280,7 @@ def test_newer_test_run_replaces_the_stale_outcome():
     assert "1 failed, 1 passed" in first
     second = DeterministicSummarizer().summarize(session[cut:], previous_summary=first)
     tests = [i for i in parse_summary(second)["## Completed Actions"] if i.startswith("Tests")]
-    assert tests == ["Tests `python -m pytest tests/test_report.py -q` -> 2 passed"]
+    assert tests == ["Tests `python -m pytest tests/test_report.py -q` -> 2 passed in 0.01s"]
 
 
 def test_turns_older_than_the_previous_summary_are_not_the_latest_state():

@@ -99,6 +99,7 @@ class Command:
     applies: list[str] = field(default_factory=list)
     patches: list[str] = field(default_factory=list)
     reads: list[str] = field(default_factory=list)
+    last_verb: str = ""  # the program of the last part ("diff" exits 1 on differences)
 
     @property
     def kind(self) -> str:
@@ -223,6 +224,7 @@ class _Reader:
 
     def __init__(self, text: str) -> None:
         shell, self.docs = split_heredocs(text)
+        shell = shell.replace("\\\n", " ")  # line continuations
         self.cmd = Command(text=text, core="")
         self.shell = shell
         self._doc_by_line = {d.opener: d for d in self.docs}
@@ -262,6 +264,7 @@ class _Reader:
         if name == "cd":
             self.cmd.cwd = args[1] if len(args) > 1 else self.cmd.cwd
             return
+        self.cmd.last_verb = name
         self._core.append(_display(segment))
         if _PYTHON_RE.match(name):
             self._python(segment, args, doc)
@@ -338,9 +341,18 @@ class _Reader:
             self.cmd.runs.append(files[0])
 
     def _inplace(self, name: str, args: list[str]) -> None:
-        rest = [a for a in args[1:] if not a.startswith("-")]
-        expr = rest[0] if rest else ""
-        files = rest[1:]
+        exprs: list[str] = []
+        rest: list[str] = []
+        it = iter(args[1:])
+        for a in it:
+            if a in ("-e", "--expression"):
+                exprs.append(next(it, ""))
+            elif not a.startswith("-"):
+                rest.append(a)
+        if not exprs and rest:
+            exprs, rest = [rest[0]], rest[1:]
+        expr = "; ".join(exprs)
+        files = rest
         address = _SED_ADDRESS_RE.match(expr)
         lines = tuple(int(g) for g in address.groups() if g) if address else ()
         for path in files:

@@ -23,7 +23,9 @@ from typing import Any
 from ..messages import content_text, is_real_user
 from ..tokens import token_parts
 from .handoff import FileChange, Handoff, Item, TestRun, clip, read_handoff
-from .pinned import Fact, extract_facts, fact_key, merge_facts
+from .handoff import clear_cache as prose_cache_clear
+from .pinned import Fact, extract_facts, fact_key, is_filler, merge_facts
+from .pinned import clear_cache as short_facts_cache_clear
 from .prompt import SUMMARY_HEADINGS, parse_summary
 
 # Hard cap of a deterministic summary (SPEC 3.5).
@@ -45,8 +47,10 @@ _LEADS = {
     "error": 3,
     "decision": 2,
     "scratch": 1,
+    "todo": 2,
     "next": 2,
     "progress": 1,
+    "terms": 1,
 }
 # Priority of the other items (lower survives longer), after leads.
 _REST_TIER = {
@@ -58,6 +62,8 @@ _REST_TIER = {
     "ask": 4,
     "file_modified": 5,
     "next": 6,
+    "todo": 5,
+    "terms": 5,
     "file": 6,
     "action": 6,
     "carried": 6,
@@ -69,6 +75,10 @@ _CHANGE_RE = re.compile(
 )
 _TEST_RE = re.compile(r"^Tests `(?P<cmd>[^`]+)`")
 _SCRATCH_PREFIX = "Scratch files (made by the agent, not part of the project): "
+_TERMS_PREFIX = "Terms: "
+# Key terms kept at most, in items of this many (the first item is a lead).
+MAX_TERMS = 60
+TERMS_PER_ITEM = 10
 _ERROR_PREFIXES = ("Error: ", "Error ")
 
 
@@ -88,6 +98,7 @@ def _kind_of(section: str, text: str) -> str:
         ("Found: ", "finding"),
         ("Decision: ", "decision"),
         ("Next: ", "next"),
+        ("To do: ", "todo"),
         ("Last step: ", "progress"),
         (_SCRATCH_PREFIX, "scratch"),
     ):
@@ -95,6 +106,8 @@ def _kind_of(section: str, text: str) -> str:
             return kind
     if text.startswith(_ERROR_PREFIXES):
         return "error"
+    if text.startswith(_TERMS_PREFIX):
+        return "terms"
     if section == "## Relevant Files":
         return "file_modified" if text.endswith("(modified)") else "file"
     return "carried"
@@ -147,6 +160,25 @@ class _Builder:
         out += self._task()
         out += self._carried_and_merged()
         out += self._files()
+        out += self._terms(out)
+        return out
+
+    def _terms(self, items: list[Item]) -> list[Item]:
+        """Key terms the agent quoted that no other line names, in chunks the budget can take."""
+        said = "\n".join(i.text for i in items)
+        prev = [
+            t
+            for line in self.prev.get("## Critical Context", [])
+            if line.startswith(_TERMS_PREFIX)
+            for t in re.findall(r"`([^`]+)`", line)
+        ]
+        ranked = sorted(self.h.terms.items(), key=lambda kv: (-kv[1][0], -kv[1][1]))
+        fresh = [t for t, _ in ranked if f"`{t}`" not in said and t not in said]
+        terms = list(dict.fromkeys([*fresh, *(t for t in prev if t not in said)]))
+        out = []
+        for k in range(0, min(len(terms), MAX_TERMS), TERMS_PER_ITEM):
+            chunk = ", ".join(f"`{t}`" for t in terms[k : k + TERMS_PER_ITEM])
+            out.append(Item("## Critical Context", "terms", _TERMS_PREFIX + chunk, _GAP * 3 - k))
         return out
 
     # -- the ask --------------------------------------------------------------
@@ -162,7 +194,7 @@ class _Builder:
             text: str | None = first
         elif in_turns:
             text = clip(_strip_tags(self.goal_hint or ""), GOAL_CHARS)
-        elif self.goal_hint is not None and not self.prev:
+        elif self.goal_hint is not None and not self.prev and not is_filler(self.goal_hint):
             text = f"Asked for {_POINTER}: {gist(self.goal_hint)}"
         else:
             # Neither the head nor a previous summary says it: the earliest request here.
@@ -188,10 +220,12 @@ class _Builder:
             out += self._carry("## In Progress", "progress")
         last_prose = self.h.last_prose
         nexts = [i for i in self.h.items if i.kind == "next" and i.seq == last_prose]
+        carried = self._carry("## Remaining Work", "next")
+        out += [i for i in carried if i.text.startswith("To do: ")]
         if nexts and self._current(last_prose):
             out += nexts[-2:]
         else:
-            out += self._carry("## Remaining Work", "next")
+            out += [i for i in carried if not i.text.startswith("To do: ")]
         return out
 
     def _carry(self, section: str, kind: str) -> list[Item]:
@@ -212,7 +246,7 @@ class _Builder:
                 text = t.removeprefix(_CURRENT)
                 older.append(Fact("goal", fact_key(text), text))
         for t in self.prev.get("## Critical Context", []):
-            if not t.startswith(_ERROR_PREFIXES):
+            if not t.startswith((*_ERROR_PREFIXES, _TERMS_PREFIX)):
                 older.append(Fact("fact", fact_key(t), t))
         facts = merge_facts(older, extract_facts(self.turns))
         goal = _strip_tags(self.goal_hint or "")
@@ -222,7 +256,7 @@ class _Builder:
                 continue  # the goal says it already
             if f.kind == "goal":
                 out.append(Item("## Goal", "current", _CURRENT + f.text, k))
-            elif f.kind in ("fact", "statement"):
+            elif f.kind == "fact":
                 out.append(Item("## Critical Context", "fact", f.text, k))
             else:
                 out.append(Item("## Constraints & Preferences", "pinned", f.text, k))
@@ -246,7 +280,10 @@ class _Builder:
         for run in new_tests.values():
             out.append(Item("## Completed Actions", "test", run.render(), run.seq))
         for item in self.h.items:
-            if item.kind in ("finding", "decision", "error", "action") and item.text not in seen:
+            if (
+                item.kind in ("finding", "decision", "error", "action", "todo")
+                and item.text not in seen
+            ):
                 seen.add(item.text)
                 out.append(item)
         return _dedupe_keys(out)
@@ -469,6 +506,12 @@ def _unique(items: Iterable[Item]) -> list[Item]:
             seen.add((item.section, item.text))
             out.append(item)
     return out
+
+
+def clear_caches() -> None:
+    """Forget the cached readings of short texts (benchmarks measure cold runs)."""
+    short_facts_cache_clear()
+    prose_cache_clear()
 
 
 class DeterministicSummarizer:

@@ -53,6 +53,13 @@ SENTENCE_CHARS = 280
 COMMAND_CHARS = 100
 # File contents remembered to tell which functions a rewrite changed.
 MAX_CACHED_FILE_CHARS = 200_000
+# A diff this small (lines added + removed) shows its added lines in the summary.
+SMALL_DIFF_LINES = 6
+# Earlier runs of the same tests remembered, to say what failed before the latest run.
+MAX_TEST_HISTORY = 4
+# Code spans quoted in the agent's prose (`name`) up to this long are key terms.
+MAX_TERM_CHARS = 48
+_TERM_RE = re.compile(r"`([^`\n]{2,60})`")
 # Names listed per change before "and N more".
 MAX_NAMES = 6
 # Only the start of a long text is searched for file paths (pasted logs are not mentions).
@@ -65,6 +72,10 @@ _CACHED_PROSE_CHARS = 1_000
 # Actions (runs, installs, git) rendered, and failed commands read for errors, newest first.
 MAX_ACTIONS = 30
 MAX_ERRORS = 15
+# Files a command's output is redirected to that are run-time artifacts, not project files.
+_ARTIFACT_RE = re.compile(r"\.(?:out|log|pid|tmp|err)$|^/tmp/|^/dev/")
+# Programs whose exit status 1 is an answer, not a failure.
+_EXIT_ONE_OK = frozenset({"diff", "grep", "egrep", "fgrep", "rg", "cmp", "test", "["})
 # A result may hold a failure when its exit code is not 0 or it prints a traceback.
 _EXIT_RE = re.compile(
     r'^\s*<returncode>\s*(-?\d+)|"(?:exit_code|returncode|exitCode)"\s*:\s*(-?\d+)'
@@ -72,6 +83,12 @@ _EXIT_RE = re.compile(
 _WORDY_RE = re.compile(r"[A-Za-z\u00c0-\uffff]{3}")
 _CODE_BLOCK_RE = re.compile(r"```.*?(```|$)", re.S)
 _LIST_MARK_RE = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+
+
+def _quick_exit(content: str) -> int | None:
+    """The exit code a raw result states near its edges (None when it states none)."""
+    m = _EXIT_RE.search(content[:200]) or _EXIT_RE.search(content[-200:])
+    return int(m.group(1) or m.group(2)) if m else None
 
 
 def _may_have_failed(content: str) -> bool:
@@ -119,7 +136,8 @@ _ACK_LEAD_RE = re.compile(
 )
 _PLAN_RE = re.compile(
     r"^(?:(?:now|next|first|then|finally|also|however|but|so|and|actually)[,\s]+)*(?:let me|let's|i'll|i will|i'm going to|"
-    r"i am going to|i need to|i should|we need to|we should|i want to|time to|the next step)\b",
+    r"i am going to|i need to|i should|we need to|we should|i want to|time to|the next step)\b|"
+    r"^(?:接下来|下一步|然后|现在)(?:我|要|先)?|^我(?:先|来|要|会)",
     re.I,
 )
 _DECISION_RE = re.compile(
@@ -127,13 +145,26 @@ _DECISION_RE = re.compile(
     r"going with|chose|choose|the (?:best|simplest|cleanest|right|safest|better) "
     r"(?:approach|fix|way|option|place)|approach|alternative|considered|won'?t work|"
     r"doesn'?t work|not (?:work|viable|an option)|abandon|revert|dead end|give up on|"
-    r"better to|trade-?off|in favou?r of)\b",
+    r"better to|trade-?off|in favou?r of)\b|决定|改用|而不是|放弃|否决|考虑过|不采用|更好的办法",
     re.I,
 )
 # Diagnosis wording that wins over decision cues ("X is wrong because ... instead of ...").
 _DIAGNOSIS_RE = re.compile(
     r"\b(the (?:root )?cause|root cause|the (?:problem|issue|bug|culprit) (?:is|was)|because|"
-    r"due to|caused by|this (?:means|explains|is why)|that'?s why|turns out)\b",
+    r"due to|caused by|this (?:means|explains|is why)|that'?s why|turns out|diagnosis|"
+    r"the reason (?:is|was))\b|原因|问题(?:是|在于|出在)|因为|导致|原因是|根本原因|原来",
+    re.I,
+)
+# Work stated as still to do, anywhere in the prose ("Remaining: bump the version ...").
+_TODO_RE = re.compile(
+    r"^(?:remaining(?: steps?| work)?|still to do|left to do|todo|to do|next steps?|follow-?ups?|"
+    r"open items?|pending)\s*:|\b(?:still (?:need|needs|have|has) to|is still pending|"
+    r"remains? to be|left to do|later I(?:'ll| will)|afterwards)\b|还需要|待办|剩下的?|后续",
+    re.I,
+)
+# A list introduced by these words is a plan; other lists are findings, one per item.
+_PLAN_INTRO_RE = re.compile(
+    r"\b(need to|will|i'?ll|plan|steps?|todo|to do|going to|let me|should|must|fix is|changes?)\b",
     re.I,
 )
 _FINDING_RE = re.compile(
@@ -143,7 +174,8 @@ _FINDING_RE = re.compile(
     r"(?:is|are|was|were) (?:missing|not|never|already|only|wrong|broken|failing|empty|none|"
     r"called|used|defined|set)|does(?:n'?t| not)|do(?:n'?t| not)|can(?:no|')t|no (?:existing|"
     r"such|module)|there(?:'s| is| are) no|(?:just|only) (?:uses|mentions|calls|used|"
-    r"called|mentioned)|returns?|raises?|expects?|should (?:be|have|return))\b",
+    r"called|mentioned)|returns?|raises?|expects?|should (?:be|have|return))\b|"
+    r"发现|说明|确认|看来|可以看到|没有|不是|报错",
     re.I,
 )
 
@@ -219,27 +251,46 @@ def _span(a: int, b: int) -> str:
 
 @dataclass
 class TestRun:
-    """The latest run of one test command (its output is parsed only when rendered)."""
+    """The latest run of one test command (outputs are parsed only when rendered)."""
 
     seq: int
     command: str
     content: str
+    history: list[TestRun] = field(default_factory=list)
+
+    def outcome(self) -> tuple[TestOutcome | None, str | None, int | None]:
+        """Parsed outcome, the final error line when it failed, and the exit code."""
+        out = unwrap_result(self.content)
+        outcome = parse_test_outcome(out.text)
+        ok = outcome is not None and outcome.ok
+        return outcome, None if ok else final_error(out.text), out.exit_code
 
     def render(self) -> str:
-        """``Tests `pytest tests/x.py` -> 1 failed, 16 passed: FAILED ...`` or why it did not run."""
-        out = unwrap_result(self.content)
-        self.outcome = parse_test_outcome(out.text)
-        ok = self.outcome is not None and self.outcome.ok
-        self.error = None if ok else final_error(out.text)
-        self.exit_code = out.exit_code
+        """``Tests `pytest tests/x.py` -> 1 failed, 16 passed: FAILED ...`` or why it did not run.
+
+        When the latest run passed, the newest earlier failure of the same tests is named.
+        """
+        outcome, error, code = self.outcome()
         cmd = clip(self.command, COMMAND_CHARS)
-        if self.outcome is None:
-            why = f": {self.error}" if self.error else ""
-            return f"Tests `{cmd}` did not report results (exit {_code(self.exit_code)}){why}"
-        if self.outcome.ok or not self.error:
-            return f"Tests `{cmd}` -> {self.outcome.render()}"
-        counts = TestOutcome(self.outcome.counts).render()
-        return f"Tests `{cmd}` -> {counts}: {clip(self.error, 200)}"
+        if outcome is None:
+            why = f": {error}" if error else ""
+            text = f"Tests `{cmd}` did not report results (exit {_code(code)}){why}"
+        elif outcome.ok or not error:
+            text = f"Tests `{cmd}` -> {outcome.render()}"
+        else:
+            counts = TestOutcome(outcome.counts, (), outcome.summary).render()
+            text = f"Tests `{cmd}` -> {counts}: {clip(error, 200)}"
+        if outcome is not None and outcome.ok:
+            text += self._earlier_failure()
+        return text
+
+    def _earlier_failure(self) -> str:
+        for run in reversed(self.history):
+            outcome, error, _ = run.outcome()
+            if outcome is not None and not outcome.ok:
+                what = ", ".join(outcome.failing[:3]) or clip(error or "", 160)
+                return f" (an earlier run failed: {what})" if what else ""
+        return ""
 
 
 def _code(code: int | None) -> str:
@@ -258,6 +309,7 @@ class Handoff:
     requests: list[tuple[int, str]] = field(default_factory=list)
     last_action: tuple[int, str] | None = None
     last_prose: int = -1  # age of the newest assistant message with prose
+    terms: dict[str, tuple[int, int]] = field(default_factory=dict)  # term -> (count, last age)
 
 
 class _Walker:
@@ -273,6 +325,7 @@ class _Walker:
         self.prose: list[tuple[int, str]] = []
         self.actions: list[tuple[int, str, Any, str, str]] = []
         self.failures: list[tuple[int, Command, str]] = []
+        self.artifacts: set[str] = set()
         self.last_step: tuple[int, Any] | None = None
         self.seen: set[str] = set()
         self.created: dict[str, str] = {}
@@ -313,6 +366,7 @@ class _Walker:
         if text:
             self.h.last_prose = seq
             self.prose.append((seq, text))
+            self._terms(text, seq)
             self._paths(text, 1)
         for call in m.get("tool_calls") or ():
             fn = call.get("function") or {}
@@ -329,9 +383,19 @@ class _Walker:
             if counts["finding"] >= MAX_PROSE_ITEMS and counts["decision"] >= MAX_PROSE_ITEMS:
                 break
             for kind, line in prose_items(text):
-                section = "## Remaining Work" if kind == "next" else "## Key Decisions"
+                section = "## Remaining Work" if kind in ("next", "todo") else "## Key Decisions"
                 self._add(section, kind, line, seq)
                 counts[kind] += 1
+
+    def _terms(self, text: str, seq: int) -> None:
+        """Code spans the agent wrote in its prose: the names it found worth quoting."""
+        if "`" not in text:
+            return
+        for term in _TERM_RE.findall(text[: MAX_PATH_SCAN_CHARS * 2]):
+            term = term.strip()
+            if 2 <= len(term) <= MAX_TERM_CHARS and not term.isdigit():
+                count, _ = self.h.terms.get(term, (0, seq))
+                self.h.terms[term] = (count + 1, seq)
 
     def _user(self, text: str, seq: int) -> None:
         if len(text) <= MAX_REQUEST_CHARS:  # longer is pasted text: not the user's own mentions
@@ -375,16 +439,24 @@ class _Walker:
         self._paths(cmd.core if cmd.kind != "write" else command[:2_000], 1)
         for path in cmd.reads:
             self._remember_raw(self._norm(path, cmd.cwd), content)
+        failed = _quick_exit(content) not in (0, None)
         for write in cmd.writes:
-            self._file_write(write, cmd.cwd, seq)
-        for patch in [
-            *cmd.patches,
-            *(self._source(self._norm(p, cmd.cwd)) or "" for p in cmd.applies),
-        ]:
+            # A failed command may have stopped before an edit; files it creates still count.
+            if not failed or write.how in ("heredoc", "redirect", "tee"):
+                self._file_write(write, cmd.cwd, seq)
+        patches = (
+            []
+            if failed
+            else [*cmd.patches, *(self._source(self._norm(p, cmd.cwd)) or "" for p in cmd.applies)]
+        )
+        for patch in patches:
             self._diff(patch, cmd.core, seq, cmd.cwd)
         self.runs.update(self._norm(p, cmd.cwd) for p in cmd.runs)
         for test in cmd.tests:
-            self.h.tests[test_key(test)] = TestRun(seq, test, content)
+            key = test_key(test)
+            earlier = self.h.tests.get(key)
+            history = [*(earlier.history if earlier else ()), *([earlier] if earlier else [])]
+            self.h.tests[key] = TestRun(seq, test, content, history[-MAX_TEST_HISTORY:])
         if cmd.kind != "test" and _may_have_failed(content):
             self.failures.append((seq, cmd, content))
         if cmd.kind in ("run", "install", "vcs"):
@@ -409,6 +481,8 @@ class _Walker:
 
     def _shell_error(self, cmd: Command, out: Output, seq: int) -> bool:
         failed = out.exit_code not in (0, None)
+        if out.exit_code == 1 and cmd.last_verb in _EXIT_ONE_OK:
+            failed = False  # diff/grep/cmp say "differences" or "no match" with 1
         if cmd.kind in ("read", "search"):
             if not failed or len(out.text) > 600 or out.exit_code == 1 and "grep" in cmd.core:
                 return False
@@ -493,6 +567,8 @@ class _Walker:
         if "." not in text:
             return
         for path in _PATH_RE.findall(text[:MAX_PATH_SCAN_CHARS]):
+            if path.startswith(("a/", "b/")) and "/" in path[2:]:
+                path = path[2:]  # a diff's side, not a folder
             self.h.files[self._norm(path, None)] += weight
 
     def _remember_raw(self, path: str, content: str) -> None:
@@ -532,6 +608,8 @@ class _Walker:
 
     def _file_write(self, write: FileWrite, cwd: str | None, seq: int) -> None:
         path = self._norm(write.path, cwd)
+        if write.how == "redirect" and _ARTIFACT_RE.search(path):
+            self.artifacts.add(path)  # a server's log or pid file, not a change to the project
         new_file = path not in self.seen and path not in self.h.changes
         if new_file and write.how not in ("delete", "sed -i", "perl -i"):
             self.created[path] = write.how
@@ -566,9 +644,13 @@ class _Walker:
             path = self._norm(f.path, cwd)
             change = self._change(path, seq)
             change.note("patch" if how not in EDIT_TOOLS else how, seq)
-            change.names("added", f.added)
-            change.names("removed", f.removed)
+            both = set(f.added) & set(f.removed)  # rewritten in place: changed
+            change.names("changed", [n for n in f.added if n in both])
+            change.names("added", [n for n in f.added if n not in both])
+            change.names("removed", [n for n in f.removed if n not in both])
             change.names("changed", f.touched)
+            if 0 < f.changes <= SMALL_DIFF_LINES:
+                change.details += [f"+ {clip(line, 90)}" for line in f.plus[:2]]
             old = self._source(path)
             for a, b in f.lines:
                 change.lines.append((a, b))
@@ -610,11 +692,11 @@ class _Walker:
             seq, step = self.last_step
             line = step if isinstance(step, str) else summarize_tool_result(*step)
             self.h.last_action = (seq, line)
-        for path, how in self.created.items():
+        for path, how in [*self.created.items(), *((p, "redirect") for p in self.artifacts)]:
             base = os.path.basename(path)
             top = "/" not in path or path.startswith("/tmp/")
             named = bool(_SCRATCH_NAME_RE.search(base))
-            if path in self.runs or (named and (top or how == "copy")):
+            if path in self.runs or (named and (top or how in ("copy", "redirect"))):
                 self.h.scratch[path] = self.h.changes.pop(path).seq if path in self.h.changes else 0
             elif path in self.h.changes:
                 self.h.changes[path].created = True
@@ -688,8 +770,11 @@ def _plan_lists(text: str) -> tuple[str, list[str]]:
             j += 1
         if len(items) >= 2:
             intro = split_sentences(line)[-1].rstrip(": ") if split_sentences(line) else ""
-            plans.append(clip(f"{intro}: " + "; ".join(items), SENTENCE_CHARS))
-            kept.append(line.rsplit(intro, 1)[0] if intro else "")
+            if _PLAN_INTRO_RE.search(intro):
+                plans.append(clip(f"{intro}: " + "; ".join(items), SENTENCE_CHARS))
+                kept.append(line.rsplit(intro, 1)[0] if intro else "")
+            else:  # a list of findings: each item is read as a sentence of its own
+                kept += [line, *items]
             i = j
             continue
         kept.append(line)
@@ -700,6 +785,11 @@ def _plan_lists(text: str) -> tuple[str, list[str]]:
 @functools.lru_cache(maxsize=2_048)
 def _prose_items_cached(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(_prose_items(text))
+
+
+def clear_cache() -> None:
+    """Forget cached prose readings."""
+    _prose_items_cached.cache_clear()
 
 
 def prose_items(text: str) -> tuple[tuple[str, str], ...]:
@@ -715,14 +805,16 @@ def prose_items(text: str) -> tuple[tuple[str, str], ...]:
 def _prose_items(text: str) -> list[tuple[str, str]]:
     text, plans = _plan_lists(text)
     out = [("decision", f"Plan: {plan}") for plan in plans]
-    for sentence in _prose_sentences(text):
+    for sentence in _joined_continuations(_prose_sentences(text)):
         cleaned = _ACK_LEAD_RE.sub("", sentence).strip()
         if len(cleaned) < 20 or not _WORDY_RE.search(cleaned):
             continue
         cleaned = cleaned[0].upper() + cleaned[1:]
         cues = _QUOTED_RE.sub(" ", cleaned)
         closed = not cleaned.endswith(":")
-        if _DIAGNOSIS_RE.search(cues) and _specific(cleaned) and closed:
+        if _TODO_RE.search(cues):
+            out.append(("todo", f"To do: {cleaned}"))
+        elif _DIAGNOSIS_RE.search(cues) and _specific(cleaned) and closed:
             out.append(("finding", f"Found: {cleaned}"))
         elif _DECISION_RE.search(cues) and closed:
             out.append(("decision", f"Decision: {cleaned}"))
@@ -730,6 +822,23 @@ def _prose_items(text: str) -> list[tuple[str, str]]:
             out.append(("next", f"Next: {cleaned}"))
         elif _FINDING_RE.search(cues) and _specific(cleaned) and closed:
             out.append(("finding", f"Found: {cleaned}"))
+    return out
+
+
+# A sentence starting like this carries on from the one before ("I considered X. Rejected: ...").
+_CONTINUATION_RE = re.compile(
+    r"^(?:it|that|this|these|those|but|however|rejected|so|which|otherwise)\b", re.I
+)
+
+
+def _joined_continuations(sentences: list[str]) -> list[str]:
+    """Sentences with the one that carries on from each appended, so a verdict keeps its subject."""
+    out: list[str] = []
+    for s in sentences:
+        if out and _CONTINUATION_RE.match(s) and len(out[-1]) + len(s) < SENTENCE_CHARS:
+            out[-1] = f"{out[-1]} {s}"
+        else:
+            out.append(s)
     return out
 
 

@@ -49,13 +49,20 @@ _ERROR_LINE_RES = (
         re.I,
     ),
     re.compile(r"^((?:FAILED|ERROR) \S+.*|--- FAIL: .+)$"),
+    re.compile(
+        r"^((?:patch|git|make|npm|cargo|go|tsc|node)(?:\[\d+\])?: .*(?:\*\*\*\*|error|fatal|"
+        r"malformed|failed|not found|cannot|No such).*)$",
+        re.I,
+    ),
 )
 _DEF_RE = re.compile(
     r"^(?P<indent>[ \t]*)(?:(?:async\s+)?def\s+(?P<py>\w+)|class\s+(?P<cls>\w+)|"
     r"(?:export\s+)?(?:async\s+)?function\s*\*?\s*(?P<fn>\w+)|"
-    r"(?:export\s+)?(?:const|let|var)\s+(?P<arrow>\w+)\s*=\s*(?:async\s*)?(?:\(|function))",
+    r"(?:export\s+)?(?:const|let|var)\s+(?P<arrow>\w+)\s*=\s*(?:async\s*)?(?:\(|function)|"
+    r"(?P<const>[A-Z_][A-Z0-9_]{2,})\s*(?::[^=\n]+)?=(?!=))",
     re.M,
 )
+_CONST_START_RE = re.compile(r"^\s+[A-Z_][A-Z0-9_]{2,}\s*(?::[^=\n]+)?=(?!=)")
 _HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
 _NUMBERED_LINE_RE = re.compile(r"^\s*\d+(?:\t|\s?\|\s?|:\s| │ )")
 
@@ -125,10 +132,12 @@ def _tail(text: str) -> str:
 
 @dataclass(frozen=True)
 class TestOutcome:
-    """Counts of one test run (``(("failed", 1), ("passed", 16))``) and failing test ids."""
+    """Counts of one test run (``(("failed", 1), ("passed", 16))``), failing test ids, and
+    the runner's own summary line (``Ran 24 tests in 0.01s, OK``) when it printed one."""
 
     counts: tuple[tuple[str, int], ...]
     failing: tuple[str, ...] = ()
+    summary: str = ""
 
     @property
     def ok(self) -> bool:
@@ -136,8 +145,8 @@ class TestOutcome:
         return not any(n for k, n in self.counts if k in ("failed", "errors", "error", "failing"))
 
     def render(self) -> str:
-        """``1 failed, 16 passed (failing: tests/test_a.py::test_b)``."""
-        text = ", ".join(f"{n} {k}" for k, n in self.counts) or "no tests ran"
+        """``1 failed, 16 passed (failing: tests/test_a.py::test_b)``, in the runner's words."""
+        text = self.summary or ", ".join(f"{n} {k}" for k, n in self.counts) or "no tests ran"
         if self.failing:
             text += f" (failing: {', '.join(self.failing[:3])})"
         return text
@@ -149,13 +158,27 @@ def parse_test_outcome(text: str) -> TestOutcome | None:
     counts = _counts(tail)
     if counts is None:
         return None
-    failing = []
+    failing: list[str] = []
     for m in _FAILING_RE.finditer(tail):
         name = m.group(1) or (f"{m.group(3)}.{m.group(2)}" if m.group(2) else None)
         name = name or m.group(4) or m.group(5)
         if name and name not in failing:
             failing.append(name.strip())
-    return TestOutcome(counts, tuple(failing[:5]))
+    return TestOutcome(counts, tuple(failing[:5]), _summary_line(tail))
+
+
+def _summary_line(tail: str) -> str:
+    """The runner's summary as printed: pytest's counts line, unittest's "Ran N tests ... OK"."""
+    found = _PYTEST_RE.findall(tail)
+    if found:
+        line = [m for m in _PYTEST_RE.finditer(tail)][-1].group(0)
+        return " ".join(line.strip(" =-").split())
+    unit = list(_UNITTEST_RAN_RE.finditer(tail))
+    if unit:
+        last = unit[-1]
+        ran = " ".join(last.group(0).split("\n")[0].split())
+        return f"{ran}, {last.group(2)}{last.group(3).rstrip()}"
+    return ""
 
 
 def _counts(tail: str) -> tuple[tuple[str, int], ...] | None:
@@ -255,7 +278,9 @@ def definitions(source: str) -> dict[str, str]:
     matches = list(_DEF_RE.finditer(source))
     cls = ""
     for i, m in enumerate(matches):
-        name = next(g for g in (m["py"], m["cls"], m["fn"], m["arrow"]) if g)
+        name = next(g for g in (m["py"], m["cls"], m["fn"], m["arrow"], m["const"]) if g)
+        if m["const"] and m["indent"]:
+            continue  # an upper-case local, not a module constant
         if not m["indent"]:
             cls = name if m["cls"] else ""
         elif cls:
@@ -286,6 +311,8 @@ class DiffFile:
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     touched: list[str] = field(default_factory=list)
+    plus: list[str] = field(default_factory=list)  # added lines (stripped), for small diffs
+    changes: int = 0  # added + removed lines
 
 
 def parse_diff(text: str) -> list[DiffFile]:
@@ -315,6 +342,10 @@ def parse_diff(text: str) -> list[DiffFile]:
 
 def _diff_line(current: DiffFile, line: str, scope: str | None) -> str | None:
     sign, body = line[:1], line[1:]
+    if sign in "+-" and body.strip():
+        current.changes += 1
+        if sign == "+" and len(current.plus) < 3:
+            current.plus.append(" ".join(body.split()))
     name = _def_name(body)
     if name and sign in "+-":
         target = current.added if sign == "+" else current.removed
@@ -329,8 +360,10 @@ def _diff_line(current: DiffFile, line: str, scope: str | None) -> str | None:
 
 
 def _def_name(text: str) -> str | None:
-    m = _DEF_RE.match(text.lstrip()) if text else None
-    return next(g for g in (m["py"], m["cls"], m["fn"], m["arrow"]) if g) if m else None
+    if not text or (text[:1].isspace() and _CONST_START_RE.match(text)):
+        return None  # an indented upper-case assignment is a local, not a definition
+    m = _DEF_RE.match(text.lstrip())
+    return next(g for g in (m["py"], m["cls"], m["fn"], m["arrow"], m["const"]) if g) if m else None
 
 
 def compare_definitions(old: str, new: str) -> tuple[list[str], list[str], list[str]]:

@@ -22,6 +22,8 @@ MIN_FACT_CHARS = 8
 # In user messages up to this long every declarative sentence is kept as a statement,
 # cue words or not...
 STATEMENT_MESSAGE_CHARS = 600
+# Fewer words than this (no exact value in them) is chat, not a statement to keep...
+MIN_STATEMENT_WORDS = 5
 # ...and over this long (pasted text) only sentences with cue words count, in its first
 # and last stretch of this many characters.
 PASTED_MESSAGE_CHARS = 2_000
@@ -105,6 +107,11 @@ _IMPERATIVE_RE = re.compile(
     re.IGNORECASE,
 )
 _WORD_RE = re.compile(r"[\w][\w.-]*", re.UNICODE)
+# A sentence opening like this explains the one before it ("It holds the only copy.").
+_CARRY_ON_RE = re.compile(
+    r"^(?:it|that|this|they|these|those|so|because|since|otherwise|which)\b", re.IGNORECASE
+)
+_CJK_CHAR_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _STOP_WORDS = frozenset(
     """the a an is are was were be been to of in on at for from by with and or but it its this
     that these those our my your we i you they he she them us me now still new is will would
@@ -189,7 +196,7 @@ _ASK_LEAD_RE = re.compile(
     r"(?:can you|could you|would you|will you|i want you to|i need you to|go ahead and|"
     r"(?:add|fix|make|run|write|create|update|change|remove|delete|rename|refactor|implement|"
     r"check|test|try|look|find|investigate|explain|show|summari[sz]e|describe|move|handle|"
-    r"support|build|deploy|revert|undo|document|review|install|migrate|port|split|merge|"
+    r"support|build|deploy|revert|undo|document|review|install|migrate|split|merge|"
     r"convert|replace|optimi[sz]e|clean|tell|list|give|send|open|commit|push|continue|"
     r"finish|start|stop|debug|compare|verify|extract|rewrite|speed|reduce|rerun|retry|"
     r"paste|restart|upgrade|bump|set up|wrap up)\b)",
@@ -215,17 +222,34 @@ def _is_ask(sentence: str) -> bool:
 
 
 def is_filler(sentence: str) -> bool:
-    """A sentence that states nothing to keep: an acknowledgement, a question, a short nudge."""
+    """A sentence that states nothing to keep: an acknowledgement, a question, a short nudge.
+
+    After leading acknowledgements ("ok", "sorry", "hmm") are dropped, fewer than
+    five words (about ten CJK characters) without an exact value is chat, not a
+    statement; so is a short imperative ("try it with verbose on").
+    """
     body = _FILLER_LEAD_RE.sub("", sentence).strip()
-    words = _WORD_RE.findall(body)
-    if len(words) < 3 or body.endswith(("?", "？")):
+    if body.endswith(("?", "？")):
         return True
-    return bool(_IMPERATIVE_RE.match(body)) and len(words) <= 8 and not _VALUE_RE.search(body)
+    words = len(body.split())
+    cjk = len(_CJK_CHAR_RE.findall(body))
+    if cjk:  # no spaces between words: count characters (about two a word)
+        words += cjk // 2
+    if _VALUE_RE.search(body):
+        return words < 2
+    if words < MIN_STATEMENT_WORDS:
+        return True
+    return bool(_IMPERATIVE_RE.match(body)) and words <= 6
 
 
 @functools.lru_cache(maxsize=4_096)
 def _short_facts(text: str) -> tuple[Fact, ...]:
     return tuple(_facts_from_text(text))
+
+
+def clear_cache() -> None:
+    """Forget cached readings of short messages."""
+    _short_facts.cache_clear()
 
 
 def facts_from_text(text: str) -> list[Fact]:
@@ -253,20 +277,40 @@ def _facts_from_text(text: str) -> list[Fact]:
     pasted = len(text) > PASTED_MESSAGE_CHARS
     if pasted:  # the user's own words sit around a paste, not inside it
         text = f"{text[:PASTED_EDGE_CHARS]}\n{text[-PASTED_EDGE_CHARS:]}"
+    pos = 0
+    joined_to = -1  # index in ``facts`` of the fact the previous sentence belongs to
     for sentence in split_sentences(text):
-        if not MIN_FACT_CHARS <= len(sentence) <= MAX_FACT_CHARS:
-            continue
+        start = text.find(sentence, pos)
+        pos = start + len(sentence) if start >= 0 else pos
+        if not MIN_FACT_CHARS <= len(sentence) <= MAX_FACT_CHARS or sentence.endswith((":", "：")):
+            joined_to = -1
+            continue  # too short or long, or a lead-in ("Two things before you start:")
         kind = classify(sentence)
         if kind is None and pasted:
             continue
-        if kind is None and _is_ask(sentence):
-            continue
-        if kind is None and _VALUE_RE.search(sentence) and len(sentence) <= 200:
+        if kind in (None, "correction") and is_filler(sentence):
+            joined_to = -1
+            continue  # "sorry, was in a meeting", "no, the other one"
+        ask = kind is None and _is_ask(sentence)
+        if ask and _QUESTION_RE.search(sentence):
+            continue  # a question states nothing durable
+        if kind is None and not ask and _VALUE_RE.search(sentence) and len(sentence) <= 200:
             kind = "fact"
         if kind is None and short and not is_filler(sentence):
-            kind = "statement"
+            kind = "statement"  # the user said it: an instruction or a fact, kept verbatim
+        carries_on = kind == "statement" or bool(_CARRY_ON_RE.match(sentence))
+        if carries_on and joined_to == len(facts) - 1 >= 0 and start >= 0:
+            # It carries on from the fact before it ("Keep X. Audits need it."): one fact.
+            prev = facts[-1]
+            whole = text[text.find(prev.text) : pos] if prev.text in text else prev.text
+            if len(whole) <= MAX_FACT_CHARS:
+                facts[-1] = Fact(prev.kind, prev.key, whole)
+                continue
         if kind:
             facts.append(Fact(kind, fact_key(sentence), sentence))
+            joined_to = len(facts) - 1
+        else:
+            joined_to = -1
     return facts
 
 
