@@ -214,7 +214,8 @@ def run_dense(which: str, seeds: int, rounds: int) -> dict[str, Any] | None:
         by_type[st["type"]].append(st["text"])
     ours = defaultdict(lambda: defaultdict(list))  # round -> type -> [bool]
     trunc = defaultdict(lambda: defaultdict(list))
-    restated = defaultdict(list)  # round -> [latest kept and stale dropped]
+    latest = defaultdict(list)  # round -> [latest value kept]
+    stale = defaultdict(list)  # round -> [stale value dropped]
     ratios = []
     for seed in range(seeds):
         rng = random.Random(seed)
@@ -240,7 +241,8 @@ def run_dense(which: str, seeds: int, rounds: int) -> dict[str, Any] | None:
             for t in TYPES:
                 ours[r][t] += [s.lower() in text for s in planted[t]]
                 trunc[r][t] += [s.lower() in cut for s in planted[t]]
-            restated[r].append(pair["later"].lower() in text and pair["first"].lower() not in text)
+            latest[r].append(pair["later"].lower() in text)
+            stale[r].append(pair["first"].lower() not in text)
             current = result.messages + _fresh_turns(data, seed * 100 + r)
     share = lambda v: sum(v) / len(v)  # noqa: E731
     return {
@@ -249,7 +251,8 @@ def run_dense(which: str, seeds: int, rounds: int) -> dict[str, Any] | None:
         "rounds": rounds,
         "ours": {r: {t: share(v) for t, v in row.items()} for r, row in ours.items()},
         "truncation": {r: {t: share(v) for t, v in row.items()} for r, row in trunc.items()},
-        "restated": {r: share(v) for r, v in restated.items()},
+        "latest_kept": {r: share(v) for r, v in latest.items()},
+        "stale_dropped": {r: share(v) for r, v in stale.items()},
         "output_share": share(ratios),
     }
 
@@ -308,11 +311,14 @@ def render(report: dict[str, Any]) -> str:
             f"Dense rule sessions ({d['set']} statements), {d['seeds']} seeds, "
             f"budget {DENSE_BUDGET:.0%} per round, output {d['output_share']:.0%} of input",
         ]
-        lines.append("| round | " + " | ".join(TYPES) + " | restated latest-only |")
-        lines.append("|---|" + "---:|" * (len(TYPES) + 1))
+        lines.append(
+            "| round | " + " | ".join(TYPES) + " | restated: latest kept | stale dropped |"
+        )
+        lines.append("|---|" + "---:|" * (len(TYPES) + 2))
         for r in range(1, d["rounds"] + 1):
             cells = [f"{d['ours'][r][t]:.0%} / {d['truncation'][r][t]:.0%}" for t in TYPES]
-            lines.append(f"| {r} | " + " | ".join(cells) + f" | {d['restated'][r]:.0%} |")
+            restated = f"{d['latest_kept'][r]:.0%} | {d['stale_dropped'][r]:.0%}"
+            lines.append(f"| {r} | " + " | ".join(cells) + f" | {restated} |")
         lines.append("(cells: hermes-context / truncation)")
     if report["problems"]:
         lines += ["", "Probe problems (strings in the kept head/tail or not in the middle):"]

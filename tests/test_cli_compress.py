@@ -71,7 +71,24 @@ def test_output_file_and_dry_run(session_file, tmp_path):
 
 def test_stdin_and_target_tokens(session_file):
     res = run("compress", "-", "--target-tokens", "3000", "--json", input=session_file.read_text())
-    assert json.loads(res.stdout)["tokens_after"] <= 3000
+    assert res.exit_code == 0
+    assert 2_700 <= json.loads(res.stdout)["tokens_after"] <= 3000
+
+
+def test_an_unreachable_target_is_reported_with_exit_1(tmp_path):
+    messages = [
+        {"role": "system", "content": "You are an agent. " * 600},
+        {"role": "user", "content": "Refactor the module."},
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": "Now continue."},
+    ]
+    path = tmp_path / "big-system.json"
+    path.write_text(json.dumps(messages))
+    out = tmp_path / "out.json"
+    res = run("compress", str(path), "--target-tokens", "500", "-o", str(out))
+    assert res.exit_code == 1
+    assert "is over --target-tokens 500" in res.stderr
+    assert out.exists(), "the best result is still written"
 
 
 @pytest.mark.parametrize(

@@ -570,3 +570,32 @@ def test_developer_system_prompt_gets_the_note():
     msgs[0] = {**msgs[0], "role": "developer"}
     res = _comp().compress(msgs)
     assert assembly.SYSTEM_NOTE in res.messages[0]["content"]
+
+
+def _call(i, text=None):
+    return {
+        "role": "assistant",
+        "content": text,
+        "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}
+        ],
+    }
+
+
+def test_a_developer_note_in_the_middle_never_yields_two_assistants_in_a_row():
+    """repro r1: the summary's role is chosen against the next non-system message."""
+    msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "do the task"}]
+    for i in range(4):
+        msgs += [
+            _call(i, "thinking out loud " * 100),
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"output {i}"},
+        ]
+    msgs += [{"role": "developer", "content": "mid-conversation developer note"}]
+    msgs += [_call(6), {"role": "tool", "tool_call_id": "c6", "content": "x"}]
+    msgs += [{"role": "assistant", "content": "done"}]
+    validate_messages(msgs)
+    for target in range(50, 2_000, 10):
+        result = ContextCompressor(128_000, protect_first_n=1).compress(
+            msgs, force=True, target_tokens=target
+        )
+        validate_messages(result.messages)  # the default rules, not the relaxed ones

@@ -10,6 +10,7 @@ import click
 from ..compression import CompressionResult, ContextCompressor
 from ..config import Config, load_config
 from ._common import (
+    EXIT_FAILURE,
     EXIT_LLM,
     NotFoundError,
     emit_json,
@@ -237,3 +238,22 @@ def compress(
         _print_report(result, source=input_path, messages_in=len(messages), note=note)
     if result.aborted:
         raise SystemExit(EXIT_LLM)
+    over = _over_budget(result, target_tokens, compressor.context_length)
+    if over:
+        stderr_console().print(f"hermes-context: {over}", markup=False)
+        raise SystemExit(EXIT_FAILURE)
+
+
+def _over_budget(result: CompressionResult, target: int | None, window: int) -> str | None:
+    """Why the result still does not fit (the target or the window), or None."""
+    if result.tokens_after > window:
+        return (
+            f"the result ({result.tokens_after:,} tokens) is still over the context window "
+            f"({window:,}); try --target-tokens or a smaller --context-length tail"
+        )
+    if target is not None and result.tokens_after > target:
+        return (
+            f"the result ({result.tokens_after:,} tokens) is over --target-tokens {target:,}: "
+            "the system prompt, the protected head and the newest messages need more"
+        )
+    return None

@@ -32,6 +32,7 @@ MERGED_KEY = "_compressed_summary_merged"
 # Temporary key the compressor uses to track which input messages an output stands for.
 LINEAGE_KEY = "_lineage"
 _IMAGE_TYPES = ("image_url", "image", "input_image")
+_SYSTEM_ROLES = ("system", "developer")
 
 
 # Marker text quoted inside a summary (from tool output, a web page, a model's echo) would
@@ -94,27 +95,31 @@ def place_summary(
     after: Sequence[dict[str, Any]],
     *,
     has_user_turn: bool,
-) -> tuple[list[dict[str, Any]], bool]:
+) -> tuple[list[dict[str, Any]], int | None]:
     """Insert the summary between ``before`` and ``after`` with a valid role.
 
     Returns the messages that replace ``after`` (the summary first, or merged
-    into ``after[0]``) and whether it was merged.
+    into the first message of ``after`` that is not a system/developer note)
+    and the index it was merged at (None when it stands alone).
     """
     prev_role = next(
-        (m.get("role") for m in reversed(before) if m.get("role") not in ("system", "developer")),
+        (m.get("role") for m in reversed(before) if m.get("role") not in _SYSTEM_ROLES),
         None,
     )
-    next_role = after[0].get("role") if after else None
+    # The message the summary must not collide with: the next one that is not a
+    # system/developer note (validate_messages looks through those).
+    at = next((i for i, m in enumerate(after) if m.get("role") not in _SYSTEM_ROLES), None)
+    next_role = after[at].get("role") if at is not None else None
     user_survives = any(is_real_user(m) for m in (*before, *after))
     role = "user" if prev_role in ("assistant", "tool") or not user_survives else "assistant"
     if role == next_role:
         role = "assistant" if role == "user" else "user"
     meta = {SUMMARY_KEY: True, HAS_USER_TURN_KEY: has_user_turn}
     blocked = role == next_role or role == prev_role
-    if blocked and after:
-        merged = {**_prepend(after[0], summary_block(summary)), **meta, MERGED_KEY: True}
-        return [merged, *after[1:]], True
-    return [{"role": role, "content": summary_block(summary), **meta}, *after], False
+    if blocked and at is not None:
+        merged = {**_prepend(after[at], summary_block(summary)), **meta, MERGED_KEY: True}
+        return [*after[:at], merged, *after[at + 1 :]], at
+    return [{"role": role, "content": summary_block(summary), **meta}, *after], None
 
 
 def add_system_note(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -298,9 +303,10 @@ def assemble(
     before = [{**pruned[i], LINEAGE_KEY: [i]} for i in range(bounds.head_end)]
     kept = [{**pruned[i], LINEAGE_KEY: [i]} for i in _kept_after(bounds, len(pruned))]
     after, folded = _strip_old_summaries(kept)
-    placed, merged = place_summary(before, summary, after, has_user_turn=has_user)
+    placed, merged_at = place_summary(before, summary, after, has_user_turn=has_user)
     span = sorted([*middle, *folded])
-    placed[0][LINEAGE_KEY] = [*span, *placed[0][LINEAGE_KEY]] if merged else span
+    at = merged_at or 0
+    placed[at][LINEAGE_KEY] = [*span, *placed[at][LINEAGE_KEY]] if merged_at is not None else span
     messages = add_system_note([*before, *placed])
     messages = strip_historical_images(messages)
     messages = sanitize_tool_pairs(messages)

@@ -453,6 +453,11 @@ class ContextCompressor:
             result = self._fit_target(call, original, tokens_before, head_end, target_tokens)
         else:
             result = self._run_plans(call, original, tokens_before, head_end, target_tokens)
+        if not result.aborted and result.tokens_after > self.context_length:
+            result.report.warnings.append(
+                f"the result ({result.tokens_after:,} tokens) is still over the context window "
+                f"({self.context_length:,})"
+            )
         if target_tokens is not None and not result.aborted and result.tokens_after > target_tokens:
             result.report.warnings.append(
                 f"the result ({result.tokens_after:,} tokens) is over the target "

@@ -368,6 +368,15 @@ def _content_words(text: str) -> set[str]:
     return out
 
 
+_NAME_RE = re.compile(r"\b[A-Z][a-z]+[A-Z]\w*|\b[A-Za-z]+(?:[-_][A-Za-z]+)+\b")
+
+
+def _names(text: str) -> set[str]:
+    """Identifier-like words (codenames ``orchid-basalt``, ``snake_case``, CamelCase) without
+    digits: what a statement is about, as opposed to its values."""
+    return {n.lower() for n in _NAME_RE.findall(text)}
+
+
 class _Restatements:
     """Finds the earlier fact a statement restates, by shared distinctive words.
 
@@ -386,14 +395,17 @@ class _Restatements:
                 self.df[w] = self.df.get(w, 0) + 1
         self.index: dict[str, set[str]] = {}
         self.facts_words: dict[str, set[str]] = {}
+        self.names: dict[str, set[str]] = {}
 
     def add(self, fact: Fact) -> None:
         words = self.words.get(id(fact), set())
         self.facts_words[fact.key] = words
+        self.names[fact.key] = _names(fact.text)
         for w in words:
             self.index.setdefault(w, set()).add(fact.key)
 
     def remove(self, key: str) -> None:
+        self.names.pop(key, None)
         for w in self.facts_words.pop(key, ()):
             self.index.get(w, set()).discard(key)
 
@@ -406,6 +418,7 @@ class _Restatements:
         if not _RESTATE_RE.search(fact.text):
             return None
         words = self.words.get(id(fact), set())
+        names = _names(fact.text)
         own = self._weight(words)
         best, best_score = None, 0.0
         for key in {k for w in words if self.df.get(w, 0) <= 3 for k in self.index.get(w, ())}:
@@ -413,6 +426,9 @@ class _Restatements:
             shared = words & other
             if not any(self.df.get(w, 0) <= 2 for w in shared):
                 continue
+            theirs = self.names.get(key, set())
+            if names - theirs and theirs - names:
+                continue  # each names something the other does not: two subjects
             score = self._weight(shared) / max(1e-9, min(own, self._weight(other)))
             if len(shared) >= 2 and score >= RESTATE_SCORE and score > best_score:
                 best, best_score = key, score
