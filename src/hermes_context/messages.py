@@ -7,6 +7,7 @@ never go on the wire (``to_wire``).
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -40,6 +41,35 @@ def strip_think_blocks(text: str | None) -> str:
     out = _UNTERMINATED_RE.sub("", out)
     out = _STRAY_TAG_RE.sub("", out)
     return out.strip()
+
+
+_LONE_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+# JSON nested deeper than Python's recursion allows is treated as not JSON at all.
+_JSON_ERRORS = (ValueError, RecursionError)
+
+
+def json_loads_or_none(text: str | bytes) -> Any | None:
+    """``json.loads`` that answers None for invalid or pathologically nested JSON.
+
+    Untrusted text (tool output, a model's arguments, a tampered file) may nest
+    thousands of levels deep; ``json.loads`` then raises ``RecursionError``,
+    which is not a ``ValueError``.
+    """
+    try:
+        return json.loads(text)
+    except _JSON_ERRORS:
+        return None
+
+
+def without_lone_surrogates(text: str) -> str:
+    """``text`` with unpaired surrogates (from escapes like ``\\ud83d``) replaced by U+FFFD.
+
+    Such strings cannot be encoded as UTF-8: written to a file, a database or a
+    terminal they raise ``UnicodeEncodeError``.
+    """
+    if text.isascii() or not _LONE_SURROGATE_RE.search(text):
+        return text
+    return _LONE_SURROGATE_RE.sub("\ufffd", text)
 
 
 def to_wire(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
