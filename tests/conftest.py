@@ -30,6 +30,12 @@ def hermes_home(tmp_path, monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def _rules_only_threat_scan(monkeypatch):
+    """Stores are tested with the scanner's rules; the semantic layer has its own tests."""
+    monkeypatch.setenv("HERMES_SEMANTIC_SCAN", "off")
+
+
+@pytest.fixture(autouse=True)
 def _no_real_model_requests(monkeypatch):
     """Only loopback endpoints (the scripted server) are reachable from tests."""
     monkeypatch.setattr(hermes_context.llm, "ALLOW_MODEL_REQUESTS", False)

@@ -20,11 +20,17 @@ proof of safety: paraphrases it does not know about get through.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import unicodedata
 from dataclasses import dataclass
 
+from . import semantic as _semantic
+from .deobfuscate import views
+
 SCOPES = ("strict", "context")
+# "off" turns the semantic layer off, "on" requires it, "auto" (default) uses it when installed.
+SEMANTIC_ENV = "HERMES_SEMANTIC_SCAN"
 
 
 @dataclass(frozen=True)
@@ -256,6 +262,140 @@ RULE_KEYWORDS: dict[str, tuple[str, ...]] = {
     "secret.stripe_key": ("k_live_",),
     "secret.private_key_block": ("private key",),
     "secret.assignment": ("key", "token", "bearer", "password", "passwd", "secret"),
+    "exfil.secret_to_destination": (
+        ".env",
+        ".ssh",
+        "id_rsa",
+        "id_dsa",
+        "id_ecdsa",
+        "id_ed25519",
+        ".aws",
+        "credentials",
+        "/etc/shadow",
+        "passwd",
+        "keychain",
+        ".npmrc",
+        ".netrc",
+        ".pgpass",
+        ".pypirc",
+        ".kube",
+        ".docker",
+        ".git-credentials",
+        "gnupg",
+        ".password-store",
+        "gcloud",
+        "application_default",
+        ".azure",
+        "private key",
+    ),
+    "exfil.markdown_external": ("](http",),
+    "exfil.url_placeholder": ("http",),
+    "exfil.dump_to_chat": ("env", "variabl", "secret", "key", "token", "credential", "password"),
+    "exfil.run_fetched": ("download", "fetch", "execute", "run", "eval", "exec"),
+    "secret_read.metadata_service": ("169.254.169.254", "metadata.google.internal"),
+    "persistence.shell_startup": (
+        ".bashrc",
+        ".zshrc",
+        ".profile",
+        ".bash_profile",
+        "prompt_command",
+        "rc.local",
+        "autostart",
+        "launchagents",
+        "crontab",
+        "cron.d",
+        "systemd",
+        "schtasks",
+        "run key",
+        "currentversion\\run",
+        "sudoers",
+        "hookspath",
+        ".git/hooks",
+        "postinstall",
+    ),
+    "persistence.keep_memory": ("memory", "note", "entry"),
+    "remote_exec.interpreter_fetch": (
+        "urlopen",
+        "urllib",
+        "requests.get",
+        "lwp",
+        "net::http",
+        "file_get_contents",
+        "fetch(",
+        "downloadstring",
+        "certutil",
+        "mshta",
+        "bitsadmin",
+        "node -e",
+        "eval",
+    ),
+    "injection.multilingual": (
+        "忽略",
+        "无视",
+        "忘记",
+        "無視",
+        "忘れ",
+        "무시",
+        "잊",
+        "ignor",
+        "olvid",
+        "vergiss",
+        "missacht",
+        "oubli",
+        "esqueç",
+        "игнор",
+        "забуд",
+        "dimentica",
+        "تجاهل",
+    ),
+    "role.multilingual": (
+        "你现在",
+        "从现在起",
+        "没有任何限制",
+        "不受限制",
+        "制限",
+        "あなたは今",
+        "제한",
+        "이제부터",
+        "sin restricciones",
+        "ahora eres",
+        "ab jetzt",
+        "ohne einschränkungen",
+        "désormais",
+        "sans restriction",
+        "sem restrições",
+        "agora você",
+        "теперь ты",
+        "без ограничений",
+        "senza restrizioni",
+    ),
+    "system_prompt.multilingual": (
+        "系统提示",
+        "系統提示",
+        "システムプロンプト",
+        "시스템 프롬프트",
+        "prompt del sistema",
+        "systemprompt",
+        "system-prompt",
+        "prompt système",
+        "prompt do sistema",
+        "системный промпт",
+        "системные инструкции",
+        "prompt di sistema",
+    ),
+    "injection.conceal_multilingual": (
+        "用户",
+        "用戶",
+        "ユーザー",
+        "사용자",
+        "usuario",
+        "nutzer",
+        "benutzer",
+        "utilisateur",
+        "usuário",
+        "пользовател",
+        "utente",
+    ),
 }
 
 
@@ -536,6 +676,88 @@ SECRET_RULES = _rules(
     ),
 )
 
+# Secret files and variables, whatever the language around them.
+_SECRET_THING = rf"(?:(?<!-i\s)(?:{_DOTENV}|{_SSH_KEY}|{_SECRET_FILE})|private\s+keys?)"
+_TLD = r"(?:com|net|org|io|dev|app|site|xyz|ru|cn|top|info|biz|co|me|online|example)"
+_URL_OR_MAIL = rf"(?:https?://\S+|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.{_TLD}\b|\bwebhook\b)"
+# Placeholders a note asks the model to fill in with real values (``<GITHUB_TOKEN>``, ``{token}``).
+_PLACEHOLDER = r"(?-i:<[A-Za-z_ ]{2,40}>|\{\{?[A-Za-z_ .]{2,40}\}?\}|\$\{?[A-Z][A-Z0-9_]{2,}\}?|\b[A-Z][A-Z0-9]*_[A-Z][A-Z0-9_]{2,}\b)"
+
+GENERIC_RULES = _rules(
+    (
+        "exfil.secret_to_destination",
+        rf"{_SECRET_THING}[\s\S]{{0,200}}?{_URL_OR_MAIL}|{_URL_OR_MAIL}[\s\S]{{0,200}}?{_SECRET_THING}",
+        "a secret file or variable and an outside address in one note",
+    ),
+    (
+        "exfil.markdown_external",
+        r"!\[[^\]]*\]\(\s*https?://(?!(?:localhost|127\.0\.0\.1)\b)[^)\s]+\)",
+        "Markdown image loaded from an outside host (renders fetch it, carrying data)",
+    ),
+    (
+        "exfil.url_placeholder",
+        rf"https?://[^\s)\]]*[?&#/][\w.-]*=?\s*{_PLACEHOLDER}",
+        "URL to be filled in with real values (tokens, e-mails, chat text)",
+    ),
+    (
+        "exfil.dump_to_chat",
+        r"(?<!never\s)(?<!not\s)(?<!n't\s)(?<!no\s)\b(?:dump|print|list|show|paste|output|echo|reveal|include|write|type\s+out|put)\b[^.\n]{0,60}?\b(?:all\s+|every\s+|the\s+)?(?:environment\s+variables|env(?:ironment)?\s+vars?|secrets|api\s+keys|tokens|credentials|passwords|values\s+of\s+all\s+variables)\b[^.\n]{0,60}?\b(?:(?:in|into|to)\s+(?:the\s+|your\s+|this\s+)?(?:chat|conversation|reply|response|answer|message|summary|report|memory)|verbatim|in\s+full)\b",
+        "puts secrets or the environment into the conversation",
+    ),
+    (
+        "exfil.run_fetched",
+        r"\b(?:download|fetch|get|load)\b[^.\n]{0,80}?\b(?:and|then)\s+(?:run|execute|eval(?:uate)?|exec|follow|obey|do)\b[^.\n]{0,40}?\b(?:whatever|what|it|the\s+(?:script|code|result|response|payload|instructions)|them)\b|\b(?:execute|run|eval(?:uate)?)\s+(?:whatever|the\s+(?:script|code|payload|javascript|command)s?)\b[^.\n]{0,40}?\b(?:comes\s+back|returned|it\s+returns|the\s+url|from\s+https?://|(?:at|on)\s+https?://)",
+        "runs whatever a remote address returns",
+    ),
+    (
+        "secret_read.metadata_service",
+        r"\b(?:169\.254\.169\.254|metadata\.google\.internal)\b",
+        "cloud metadata service (instance credentials)",
+    ),
+    (
+        "persistence.shell_startup",
+        rf"(?:{_WRITE_VERB}|\b(?:add|append|insert|put|create|install|register|set|change|edit)\b)[^\n]{{0,120}}?(?:~?/?\.(?:bashrc|zshrc|profile|bash_profile)\b|PROMPT_COMMAND|/etc/rc\.local|\.config/autostart|LaunchAgents|/etc/cron|crontab\b|/etc/systemd|schtasks|CurrentVersion\\\\Run|/etc/sudoers|NOPASSWD|core\.hooksPath|\.git/hooks|\"postinstall\")",
+        "plants something that runs at login, boot, on a schedule or on every commit",
+    ),
+    (
+        "persistence.keep_memory",
+        r"\b(?:write|keep|re-?add|restore|copy)\s+this\s+(?:memory|note|entry)\b[^.\n]{0,80}?\b(?:even\s+if|unchanged|every\s+session|no\s+matter)|\b(?:never|do\s+not|don't)\s+(?:delete|remove|forget)\s+this\s+(?:memory|note|entry)\b[^.\n]{0,40}?\b(?:even\s+if|whatever|no\s+matter)",
+        "a note that defends itself against removal",
+    ),
+    (
+        "remote_exec.interpreter_fetch",
+        r"(?:\bexec\s*\(\s*(?:urllib|requests|urlopen)|\beval\s*\(?\s*(?:get\(|Net::HTTP|file_get_contents|\$\(curl|urllib)|\bnode\s+-e\b[^\n]{0,120}?(?:https?|fetch|require\(['\"]https?)|\b(?:certutil\s+-urlcache|mshta\s+https?://|bitsadmin\s+/transfer)|DownloadString\s*\(|\bphp\s+-r\b[^\n]{0,80}?file_get_contents\(\s*[\"']https?)",
+        "an interpreter running code it downloads",
+    ),
+)
+
+# The main attack intents in other languages (the rules above are English).
+_ML_INSTRUCTIONS = r"(?:指令|指示|命令|规则|規則|提示|说明|ルール|指示|지시|명령|지침|규칙|instrucciones|indicaciones|reglas|Anweisungen|Instruktionen|Regeln|Vorgaben|instructions|consignes|règles|instruções|regras|инструкции|указания|правила|istruzioni|regole|التعليمات)"
+_ML_SYSTEM_PROMPT = r"系统提示|系統提示|システムプロンプト|시스템\s*프롬프트|prompt\s+del\s+sistema|System-?prompt|prompt\s+système|prompt\s+do\s+sistema|системн\w+\s+(?:промпт|инструкци\w+)|prompt\s+di\s+sistema"
+_ML_REVEAL = r"输出|显示|打印|泄露|忽略|无视|发送|告诉|优先|失效|出力|表示|無視|優先|漏ら|教え|출력|보여|무시|공개|우선|muestra|imprime|revela|ignora|env[ií]a|prioridad|zeig|gib\s+\w+\s+aus|ignorier|verrat|schick|Vorrang|affiche|montre|révèle|ignore|envoie|priorit|mostr|imprim|revel|envi[ea]|выведи|покажи|раскрой|игнорир|отправ|приоритет|stampa|rivela|invia"
+MULTILINGUAL_RULES = _rules(
+    (
+        "injection.multilingual",
+        rf"(?:忽略|无视|忘记|忘掉|不要理会|無視|忘れ|무시|잊)[^。\n]{{0,20}}?{_ML_INSTRUCTIONS}|{_ML_INSTRUCTIONS}[^。\n]{{0,20}}?(?:无效|作废|失效|無視|忘れ|무시|잊어|撤销)|(?:(?:ignor[ae]|olvid[ae]|ignore[zr]?|oubliez?|esqueç[ae]|ignorier[e]?|vergiss|vergessen\s+sie|missachte|игнорируй|забудь|забудьте|dimentica|ignora)\b)[^.\n]{{0,40}}?{_ML_INSTRUCTIONS}|تجاهل[^.\n]{{0,30}}?التعليمات",
+        "tells the model to drop its instructions (not in English)",
+    ),
+    (
+        "role.multilingual",
+        r"(?:你现在是|从现在起你是|从现在开始你是|没有任何限制|不受任何限制|あなたは今|制限のない|制限なし|이제부터\s*(?:너|당신)|제한\s*없는|a\s+partir\s+de\s+ahora\s+eres|ahora\s+eres|sin\s+(?:ninguna\s+)?restricci[oó]n(?:es)?|ab\s+jetzt\s+bist\s+du|ohne\s+(?:jegliche\s+)?Einschränkungen|tu\s+es\s+désormais|désormais\s+tu\s+es|sans\s+(?:aucune\s+)?restrictions?|a\s+partir\s+de\s+agora\s+(?:você\s+é|é)|sem\s+(?:nenhuma\s+)?restrições|теперь\s+ты|без\s+(?:каких-либо\s+)?ограничений|senza\s+(?:alcuna\s+)?restrizion[ei])",
+        "reassigns the model's role or lifts its limits (not in English)",
+    ),
+    (
+        "system_prompt.multilingual",
+        rf"(?:{_ML_SYSTEM_PROMPT})[^。.\n]{{0,30}}?(?:{_ML_REVEAL})|(?:{_ML_REVEAL})[^。.\n]{{0,30}}?(?:{_ML_SYSTEM_PROMPT})",
+        "reveals, overrides or outranks the system prompt (not in English)",
+    ),
+    (
+        "injection.conceal_multilingual",
+        r"(?:不要|别|不得)(?:告诉|通知|让)(?:用户|用戶)|(?:用户|用戶)(?:知道|察觉)|ユーザー(?:に|には)[^。\n]{0,8}(?:言わ|知らせ|伝え|教え)(?:ない|ず)|사용자(?:에게|가)[^.\n]{0,10}(?:알리지|말하지|모르게)|sin\s+(?:avisar|decir(?:le)?|informar)\s+al\s+usuario|no\s+(?:le\s+)?(?:digas|avises|informes)\s+al\s+usuario|ohne\s+den\s+(?:Nutzer|Benutzer)\s+zu\s+(?:informieren|benachrichtigen|fragen)|sag(?:e)?\s+dem\s+(?:Nutzer|Benutzer)\s+nichts|sans\s+(?:prévenir|informer|avertir)\s+l'utilisateur|ne\s+(?:dis|dites)\s+(?:rien\s+)?(?:pas\s+)?à\s+l'utilisateur|sem\s+(?:avisar|informar|contar)\s+(?:a)?o\s+usuário|não\s+(?:conte|diga|avise)\s+(?:nada\s+)?(?:a)?o\s+usuário|не\s+(?:говори|сообщай|рассказывай|упоминай)\w*\s+пользовател|senza\s+(?:avvisare|dire)\s+(?:all')?utente",
+        "hides actions from the user (not in English)",
+    ),
+)
+
 # Characters that render as nothing or reorder text: they hide instructions
 # from a human reviewer while the model still reads them (SPEC 5).
 INVISIBLE_CHARS = frozenset(
@@ -549,28 +771,6 @@ BIDI_CHARS = frozenset(
 # Unicode "tag" characters mirror ASCII invisibly ("ASCII smuggling").
 _TAG_RANGE = (0xE0000, 0xE007F)
 _ZWJ = "\u200d"
-_STRIP_TABLE = {ord(c): None for c in INVISIBLE_CHARS | BIDI_CHARS}
-# Cyrillic and Greek letters that look like Latin ones ("іgnore" with a Cyrillic
-# і): folded to Latin before matching. Only the lookalikes; the rest of a
-# Russian or Greek text is left alone, so it cannot spell English rule words.
-CONFUSABLES = {
-    # Cyrillic lower case
-    "а": "a", "в": "b", "е": "e", "ё": "e", "з": "3", "і": "i", "ї": "i", "ј": "j",
-    "к": "k", "м": "m", "н": "h", "о": "o", "р": "p", "с": "c", "т": "t", "у": "y",
-    "х": "x", "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l", "ɡ": "g", "һ": "h",
-    # Cyrillic upper case
-    "А": "A", "В": "B", "Е": "E", "Ё": "E", "З": "3", "І": "I", "Ї": "I", "Ј": "J",
-    "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C", "Т": "T", "У": "Y",
-    "Х": "X", "Ѕ": "S", "Ԁ": "D", "Ԛ": "Q", "Ԝ": "W", "Ӏ": "I", "Һ": "H",
-    # Greek lower case
-    "α": "a", "β": "b", "ε": "e", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p",
-    "τ": "t", "υ": "u", "χ": "x", "γ": "y", "ϲ": "c", "ϳ": "j",
-    # Greek upper case
-    "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M",
-    "Ν": "N", "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X", "Ϲ": "C",
-}  # fmt: skip
-_FOLD_TABLE = {ord(k): v for k, v in CONFUSABLES.items()} | _STRIP_TABLE
-
 # Families a scope runs: "strict" for memory writes, "context" for recalled
 # text shown to the model as data (secrets and shell commands are fine there).
 _SCOPE_RULES = {
@@ -582,11 +782,18 @@ _SCOPE_RULES = {
     + SECRET_READ_RULES
     + BACKDOOR_RULES
     + CONFIG_RULES
-    + SECRET_RULES,
-    "context": INJECTION_RULES + SYSTEM_PROMPT_RULES + ROLE_RULES + HIDDEN_RULES,
+    + SECRET_RULES
+    + GENERIC_RULES
+    + MULTILINGUAL_RULES,
+    "context": INJECTION_RULES
+    + SYSTEM_PROMPT_RULES
+    + ROLE_RULES
+    + HIDDEN_RULES
+    + MULTILINGUAL_RULES,
 }
 ALL_RULES = _SCOPE_RULES["strict"]
 UNICODE_PATTERN_IDS = {
+    "semantic.malicious": "the semantic classifier scores it as an attack",
     "unicode.invisible": "invisible characters (zero-width, word joiner, BOM)",
     "unicode.bidi": "bidirectional override characters",
     "unicode.tag_chars": "Unicode tag characters (hidden ASCII)",
@@ -594,40 +801,108 @@ UNICODE_PATTERN_IDS = {
 _DESCRIPTIONS = {p.id: p.description for p in ALL_RULES} | UNICODE_PATTERN_IDS
 
 
-def scan_for_threats(text: str, *, scope: str = "strict") -> list[str]:
+def _describe_split(pattern_id: str) -> str:
+    return f"split across two entries: {_DESCRIPTIONS.get(pattern_id[6:], pattern_id[6:])}"
+
+
+def scan_for_threats(
+    text: str, *, scope: str = "strict", semantic: bool | None = None
+) -> list[str]:
     """Return the ids of the threat patterns ``text`` matches, ``[]`` when clean.
+
+    The rules run on every view of the text (``deobfuscate.views``): NFKC with
+    invisible characters removed and look-alike letters folded to Latin, then
+    with leetspeak undone, spelled-out words joined and encoded spans decoded.
+    When no rule matches and the semantic layer is installed (the ``semantic``
+    extra), its classifier judges the views too (``semantic.malicious``).
 
     Args:
         text: The text to check (an entry, a whole file, a tool result).
         scope: ``"strict"`` (every family; memory writes) or ``"context"``
             (prompt-injection families only; recalled reference text).
+        semantic: Use the semantic layer: None = when installed, False = rules only.
 
     Raises:
         ValueError: unknown scope.
     """
+    return scan_many([text], scope=scope, semantic=semantic)[0]
+
+
+def scan_many(
+    texts: list[str], *, scope: str = "strict", semantic: bool | None = None
+) -> list[list[str]]:
+    """``scan_for_threats`` of each text, the semantic layer run in one batch."""
     if scope not in _SCOPE_RULES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
-    normal = unicodedata.normalize("NFKC", text)
-    found = _unicode_findings(normal)
-    plain = _fold(normal)
-    lower = plain.lower()
-    for rule in _SCOPE_RULES[scope]:
-        if any(k in lower for k in rule.keywords) and rule.regex.search(plain):
-            found.append(rule.id)
+    all_views = [views(t) for t in texts]
+    found = [_rule_findings(t, vs, scope) for t, vs in zip(texts, all_views, strict=True)]
+    if scope == "strict" and _semantic_on(semantic):
+        todo = [i for i, ids in enumerate(found) if not ids and _semantic.scorable(texts[i])]
+        for i, hit in zip(todo, _semantic.flagged([all_views[i] for i in todo]), strict=True):
+            if hit:
+                found[i].append(_semantic.SEMANTIC_ID)
     return found
 
 
+def _rule_findings(text: str, text_views: list[str], scope: str) -> list[str]:
+    found = _unicode_findings(unicodedata.normalize("NFKC", text))
+    for view in text_views:
+        lower = view.lower()
+        for rule in _SCOPE_RULES[scope]:
+            if rule.id in found or not any(k in lower for k in rule.keywords):
+                continue
+            if rule.regex.search(view):
+                found.append(rule.id)
+    return found
+
+
+def _semantic_on(requested: bool | None) -> bool:
+    if requested is None:
+        setting = os.environ.get(SEMANTIC_ENV, "auto").strip().lower()
+        requested = {"off": False, "0": False, "false": False, "on": True, "1": True}.get(setting)
+    if requested is False:
+        return False
+    available = _semantic_installed()
+    if requested and not available:
+        raise ValueError(
+            'the semantic scanner is not installed: pip install "hermes-context[semantic]"'
+        )
+    return available
+
+
+@functools.cache
+def _semantic_installed() -> bool:
+    return bool(_semantic.semantic_available())
+
+
+def scan_entries(
+    entries: list[str], *, scope: str = "strict", semantic: bool | None = None
+) -> list[list[str]]:
+    """Scan each entry, and each pair of neighbours together (an attack split in two).
+
+    An entry gets the findings of its own text, plus ``split.<id>`` for a
+    finding of the pair that neither entry has alone.
+    """
+    pairs = [f"{entries[i]}\n{entries[i + 1]}" for i in range(len(entries) - 1)]
+    results = scan_many([*entries, *pairs], scope=scope, semantic=semantic)
+    alone, joined = results[: len(entries)], results[len(entries) :]
+    out = [list(ids) for ids in alone]
+    for i, ids in enumerate(joined):
+        new = [f"split.{pid}" for pid in ids if pid not in alone[i] and pid not in alone[i + 1]]
+        for j in (i, i + 1):
+            out[j] += [pid for pid in new if pid not in out[j]]
+    return out
+
+
 def normalise(text: str) -> str:
-    """The text the rules run on: NFKC, invisible characters removed, look-alikes folded."""
-    return _fold(unicodedata.normalize("NFKC", text))
-
-
-def _fold(normal: str) -> str:
-    return normal if normal.isascii() else normal.translate(_FOLD_TABLE)
+    """The first text the rules run on: NFKC, invisible characters removed, look-alikes folded."""
+    return views(text)[0]
 
 
 def describe(pattern_id: str) -> str:
     """A short human description of a pattern id."""
+    if pattern_id.startswith("split."):
+        return _describe_split(pattern_id)
     return _DESCRIPTIONS.get(pattern_id, pattern_id)
 
 

