@@ -599,3 +599,51 @@ def test_a_developer_note_in_the_middle_never_yields_two_assistants_in_a_row():
             msgs, force=True, target_tokens=target
         )
         validate_messages(result.messages)  # the default rules, not the relaxed ones
+
+
+def test_deeply_nested_json_in_a_tool_result_does_not_block_compression():
+    """repro r3: json.loads raises RecursionError, not ValueError, on 1,500 nested arrays."""
+    evil = '{"output": ' + "[" * 1_500 + "]" * 1_500 + "}"
+    msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "read the file"}]
+    for i in range(30):
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "terminal", "arguments": '{"command": "cat data.json"}'},
+        }
+        msgs += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {
+                "role": "tool",
+                "tool_call_id": f"c{i}",
+                "content": evil if i == 3 else "line\n" * 400,
+            },
+        ]
+    msgs += [{"role": "assistant", "content": "done"}, {"role": "user", "content": "continue"}]
+    comp = ContextCompressor(32_000)
+    result = comp.compress(msgs, force=True)
+    assert not result.aborted and result.tokens_after < result.tokens_before
+    pruned, reclaimed = comp.prune_tool_results(msgs)
+    assert reclaimed > 0 and len(pruned) == len(msgs)
+
+
+def test_escaped_lone_surrogates_never_reach_the_output_raw():
+    """repro r7: '\\ud800' escaped in JSON arguments decodes to a surrogate UTF-8 cannot hold."""
+    import json
+
+    args = '{"command": "printf \\ud800 && echo ' + "x" * 600 + '"}'
+    msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "run it"}]
+    for i in range(12):
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "terminal", "arguments": args},
+        }
+        msgs += [
+            {"role": "assistant", "content": "x " * 300, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": "ok " * 100},
+        ]
+    msgs += [{"role": "user", "content": "next"}]
+    result = ContextCompressor(4_000).compress(msgs, force=True)
+    assert result.summary is not None
+    json.dumps(result.messages, ensure_ascii=False).encode("utf-8")  # no UnicodeEncodeError

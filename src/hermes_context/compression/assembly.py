@@ -10,7 +10,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..messages import content_text, is_real_user, is_summary, tool_call_ids, validate_messages
+from ..messages import (
+    content_text,
+    is_real_user,
+    is_summary,
+    tool_call_ids,
+    validate_messages,
+    without_lone_surrogates,
+)
 from .boundaries import Boundaries
 
 SUMMARY_PREFIX = (
@@ -49,7 +56,8 @@ def neutralize_markers(text: str) -> str:
 
 def summary_block(summary: str) -> str:
     """Prefix + summary + END marker: the text a summary message carries."""
-    return f"{SUMMARY_PREFIX}\n\n{neutralize_markers(summary.strip())}\n\n{SUMMARY_END_MARKER}"
+    body = without_lone_surrogates(neutralize_markers(summary.strip()))
+    return f"{SUMMARY_PREFIX}\n\n{body}\n\n{SUMMARY_END_MARKER}"
 
 
 def split_summary(message: dict[str, Any]) -> tuple[str, str]:

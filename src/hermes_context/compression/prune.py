@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..messages import content_text
+from ..messages import content_text, json_loads_or_none, without_lone_surrogates
 from ..tokens import estimate_message_tokens_rough
 from .tool_summaries import summarize_tool_result
 
@@ -135,11 +135,12 @@ def _truncate_leaves(value: Any) -> Any:
 def _shrink_arguments(args: Any) -> Any:
     if not isinstance(args, str) or len(args) <= ARGS_MAX_CHARS:
         return args
-    try:
-        parsed = json.loads(args)
-    except ValueError:
-        return args  # not JSON: leave it exactly as the model wrote it
+    parsed = json_loads_or_none(args)
+    if parsed is None:
+        return args  # not JSON (or nested too deep): leave it exactly as the model wrote it
     shrunk = json.dumps(_truncate_leaves(parsed), ensure_ascii=False)
+    if without_lone_surrogates(shrunk) != shrunk:
+        shrunk = json.dumps(_truncate_leaves(parsed))  # keep escapes that UTF-8 cannot carry
     return shrunk if len(shrunk) < len(args) else args
 
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..messages import content_text
+from ..messages import content_text, json_loads_or_none, without_lone_surrogates
 
 # Commands longer than this are cut to COMMAND_CUT chars + "...".
 COMMAND_MAX_CHARS = 80
@@ -35,10 +35,9 @@ def parse_arguments(args: Any) -> dict[str, Any]:
     if isinstance(args, Mapping):
         return dict(args)
     if isinstance(args, str) and args.strip():
-        try:
-            parsed = json.loads(args)
-        except ValueError:
-            return {"input": args}
+        parsed = json_loads_or_none(args)
+        if parsed is None and args.strip() != "null":
+            return {"input": args}  # not JSON, or nested too deep to be arguments
         return parsed if isinstance(parsed, dict) else {"input": parsed}
     return {}
 
@@ -67,10 +66,7 @@ def _terminal_output(text: str) -> str:
     """The printed output of a terminal result that wraps it in JSON (``{"output": ...}``)."""
     if not text.startswith("{"):
         return text
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text
+    data = json_loads_or_none(text)
     if isinstance(data, dict):
         for key in ("output", "stdout", "result"):
             if isinstance(data.get(key), str):
@@ -95,10 +91,7 @@ def _read(name: str, args: Mapping[str, Any], text: str) -> str:
 
 
 def _match_count(text: str) -> int:
-    try:
-        data = json.loads(text)
-    except ValueError:
-        data = None
+    data = json_loads_or_none(text)
     if isinstance(data, dict):
         for key in ("total_count", "count", "total"):
             if isinstance(data.get(key), int):
@@ -172,5 +165,5 @@ def summarize_tool_result(tool_name: str | None, args: Any, content: Any) -> str
     text = content_text(content)
     for names, handler in _HANDLERS:
         if name in names:
-            return handler(name, parsed, text)
-    return _generic(name, parsed, text)
+            return without_lone_surrogates(handler(name, parsed, text))
+    return without_lone_surrogates(_generic(name, parsed, text))
