@@ -647,3 +647,16 @@ def test_escaped_lone_surrogates_never_reach_the_output_raw():
     result = ContextCompressor(4_000).compress(msgs, force=True)
     assert result.summary is not None
     json.dumps(result.messages, ensure_ascii=False).encode("utf-8")  # no UnicodeEncodeError
+
+
+def test_asking_whether_to_compress_changes_no_state():
+    """block_reason used to start the block's clock from inside a query."""
+    from hermes_context.compression.antithrash import ThrashState
+
+    state = ThrashState(ineffective_count=2)
+    before = state.to_dict()
+    assert state.block_reason(1_000.0) is None  # blocked without a clock: the probe may run
+    assert state.to_dict() == before
+    state.record_outcome(tokens_before=100, tokens_after=99, used_fallback=False, now=1_000.0)
+    assert state.block_reason(1_100.0) == "ineffective"
+    assert state.block_reason(1_400.0) is None

@@ -43,14 +43,18 @@ class ThrashState:
         return state
 
     def block_reason(self, now: float) -> str | None:
-        """Why automatic compression is blocked right now, or None."""
+        """Why automatic compression is blocked right now, or None (a pure query).
+
+        ``record_outcome`` starts the block's clock; a state blocked without one
+        (persisted by an older version) allows the probe at once, which starts it.
+        """
         if self.cooldown_until > now:
             return f"cooldown:{int(self.cooldown_until - now + 0.999)}"
-        if self.ineffective_count >= STRIKES_TO_BLOCK or self.fallback_streak >= STRIKES_TO_BLOCK:
-            if not self.blocked_since:
-                self.blocked_since = now
-            if now - self.blocked_since < PROBE_AFTER_SECONDS:
-                return "ineffective"
+        blocked = (
+            self.ineffective_count >= STRIKES_TO_BLOCK or self.fallback_streak >= STRIKES_TO_BLOCK
+        )
+        if blocked and self.blocked_since and now - self.blocked_since < PROBE_AFTER_SECONDS:
+            return "ineffective"
         return None
 
     def record_outcome(
