@@ -104,9 +104,9 @@ def _may_have_failed(content: str) -> bool:
 
 
 # A lone read, search or look-around command: its output is content to read, not an event;
-# it is remembered without parsing.
+# it is remembered without parsing (`find -delete`/`-exec` is not a read).
 _SIMPLE_READ_RE = re.compile(
-    r"^\s*(?:cd\s+(?P<cwd>[^\s;&|]+)\s*&&\s*)?"
+    r"^(?!.*\s-(?:delete|exec)\b)\s*(?:cd\s+(?P<cwd>[^\s;&|]+)\s*&&\s*)?"
     r"(?P<verb>cat|head|tail|grep|egrep|rg|ls|find|nl|wc|tree|sed\s+-n|pwd|df|du|free|ps|"
     r"uname|whoami|which|stat|file|env|printenv|git\s+(?:log|status|diff|show|branch)|"
     r"kubectl\s+(?:get|describe|logs)|docker\s+(?:ps|images|logs)|journalctl|"
@@ -608,7 +608,7 @@ class _Walker:
 
     def _file_write(self, write: FileWrite, cwd: str | None, seq: int) -> None:
         path = self._norm(write.path, cwd)
-        if write.how == "redirect" and _ARTIFACT_RE.search(path):
+        if write.how in ("redirect", "tee") and _ARTIFACT_RE.search(path):
             self.artifacts.add(path)  # a server's log or pid file, not a change to the project
         new_file = path not in self.seen and path not in self.h.changes
         if new_file and write.how not in ("delete", "sed -i", "perl -i"):

@@ -20,17 +20,21 @@ ERROR_LINE_CHARS = 220
 _MINI_SWE_RE = re.compile(r"^\s*<returncode>\s*(-?\d+)\s*</returncode>\s*", re.S)
 _EXIT_TEXT_RE = re.compile(r"\bexit(?:ed with)?[ _](?:code|status)[:\s]+(-?\d+)", re.I)
 _PYTEST_RE = re.compile(
-    r"^[=\s-]*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|rerun)"
-    r"(?:, )?)+)(?:,? \d+ warnings?)?(?: in [\d.]+s)?(?: \([\d:.]+\))?[=\s-]*$",
+    r"^[ \t=-]*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|rerun)"
+    r"(?:, )?)+)(?:,? \d+ warnings?)?(?: in [\d.]+s)?(?: \([\d:.]+\))?[ \t=-]*\r?$",
     re.M,
 )
 _PYTEST_NONE_RE = re.compile(r"^=+ no tests ran in", re.M)
 _COUNT_RE = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|passing|failing)")
 _UNITTEST_RAN_RE = re.compile(r"^Ran (\d+) tests? in [\d.]+s\s*\n\s*\n?(OK|FAILED)(.*)$", re.M)
 _JEST_RE = re.compile(r"^\s*Tests:\s+(.+?),?\s*(\d+) total", re.M)
+# Vitest: "      Tests  1 failed | 4 passed (5)" (not "Test Files  ...").
+_VITEST_RE = re.compile(
+    r"^[ \t]*Tests[ \t]+((?:\d+ [a-z]+(?: \| )?)+)[ \t]*\(\d+\)[ \t]*\r?$", re.M
+)
 _TAP_RE = re.compile(r"^(?:#|ℹ) (tests|pass|fail|skipped|cancelled|todo) (\d+)\s*$", re.M)
 _CARGO_RE = re.compile(r"test result: (ok|FAILED)\. (\d+) passed; (\d+) failed", re.M)
-_GO_RE = re.compile(r"^(ok|FAIL)\s+\S+", re.M)
+_GO_RE = re.compile(r"^(ok|FAIL)[ \t]+\S", re.M)
 _FAILING_RE = re.compile(
     r"^(?:FAILED|ERROR) (?!\()(\S+)|^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)|^--- FAIL: (\S+)|"
     r"^\s*(?:✕|✖|not ok \d+ -) (.+)$",
@@ -40,21 +44,40 @@ _EXCEPTION_LINE_RE = re.compile(
     r"^\s*(?:E\s+)?((?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Warning)|"
     r"KeyError|StopIteration|AssertionError)(?:\s*\[[\w-]+\])?(?::\s.*)?)$"
 )
+# Messages that may follow any prefix ("cat: x: No such file or directory"): source code
+# quoting them (see _CODE_LINE_RE) is not an error.
+_GENERIC_ERROR_RE = re.compile(
+    r"^(.*(?:: command not found|No such file or directory|Permission denied|"
+    r"No module named \S+|cannot find module .+|Segmentation fault).*)$",
+    re.I,
+)
 _ERROR_LINE_RES = (
     re.compile(r"^\s*((?:error|fatal|ERROR|FATAL|Error)(?:\[[\w-]+\])?:\s*\S.*)$"),
     re.compile(r"^\s*(npm ERR! .+|.*\berror TS\d+: .+)$"),
+    _GENERIC_ERROR_RE,
+    # pytest's "FAILED tests/x.py::t", not unittest's closing "FAILED (failures=1)".
+    re.compile(r"^((?:FAILED|ERROR) (?!\()\S+.*|--- FAIL: .+)$"),
+    # GNU patch.
     re.compile(
-        r"^(.*(?:: command not found|No such file or directory|Permission denied|"
-        r"No module named \S+|cannot find module .+|Segmentation fault).*)$",
-        re.I,
+        r"^((?:Hunk #\d+ FAILED at \d+|\d+ out of \d+ hunks? FAILED|can't find file to patch|"
+        r"Reversed \(or previously applied\) patch detected).*)$"
     ),
-    re.compile(r"^((?:FAILED|ERROR) \S+.*|--- FAIL: .+)$"),
     re.compile(
         r"^((?:patch|git|make|npm|cargo|go|tsc|node)(?:\[\d+\])?: .*(?:\*\*\*\*|error|fatal|"
         r"malformed|failed|not found|cannot|No such).*)$",
         re.I,
     ),
 )
+# Lines of source code that the generic patterns above would take for messages:
+# `raise FileNotFoundError(f"No such file: {path}")`, `except X:  # No module named yaml`.
+_CODE_LINE_RE = re.compile(
+    r"^\s*(?:(?:raise|except|return|assert|if|elif)\b|print\(|log(?:ger|ging)?\.|#)|"
+    r"[\"'][^\"'\n]*\{[^{}\n]*\}"
+)
+# A traceback's frame, and the line that names what it raised: the first unindented
+# line after the last frame, whatever the exception is called.
+_FRAME_RE = re.compile(r'^\s*File "[^"\n]*", line \d+')
+_RAISED_RE = re.compile(r"^([A-Za-z_][\w.]*(?::\s.*|:)?)$")
 _DEF_RE = re.compile(
     r"^(?P<indent>[ \t]*)(?:(?:async\s+)?def\s+(?P<py>\w+)|class\s+(?P<cls>\w+)|"
     r"(?:export\s+)?(?:async\s+)?function\s*\*?\s*(?P<fn>\w+)|"
@@ -63,7 +86,11 @@ _DEF_RE = re.compile(
     re.M,
 )
 _CONST_START_RE = re.compile(r"^\s+[A-Z_][A-Z0-9_]{2,}\s*(?::[^=\n]+)?=(?!=)")
-_HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
+_HUNK_RE = re.compile(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
+# A line starting with one of these at a definition's indent still belongs to it (`)`, `}`).
+_CLOSERS = frozenset(")]}")
+# What a definition's first word can start with (`def`, `class`, `function`, `CONST`...).
+_DEF_FIRST_CHARS = frozenset("acdeflv_ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _NUMBERED_LINE_RE = re.compile(r"^\s*\d+(?:\t|\s?\|\s?|:\s| │ )")
 
 
@@ -160,11 +187,22 @@ def parse_test_outcome(text: str) -> TestOutcome | None:
         return None
     failing: list[str] = []
     for m in _FAILING_RE.finditer(tail):
-        name = m.group(1) or (f"{m.group(3)}.{m.group(2)}" if m.group(2) else None)
-        name = name or m.group(4) or m.group(5)
-        if name and name not in failing:
-            failing.append(name.strip())
+        name = m.group(1) or _unittest_id(m.group(2), m.group(3)) or m.group(4) or m.group(5) or ""
+        name = name.strip()
+        # Not the node spec reporter's "✖ failing tests:" heading.
+        if name and not name.endswith(":") and name not in failing:
+            failing.append(name)
     return TestOutcome(counts, tuple(failing[:5]), _summary_line(tail))
+
+
+def _unittest_id(method: str | None, where: str | None) -> str | None:
+    """``module.Class.method`` from unittest's ``method (where)``.
+
+    Python 3.11+ prints the whole id in the parentheses, older ones ``module.Class``.
+    """
+    if not method or not where:
+        return None
+    return where if where.endswith("." + method) else f"{where}.{method}"
 
 
 def _summary_line(tail: str) -> str:
@@ -172,7 +210,7 @@ def _summary_line(tail: str) -> str:
     found = _PYTEST_RE.findall(tail)
     if found:
         line = [m for m in _PYTEST_RE.finditer(tail)][-1].group(0)
-        return " ".join(line.strip(" =-").split())
+        return " ".join(line.strip(" \t\r=-").split())
     unit = list(_UNITTEST_RAN_RE.finditer(tail))
     if unit:
         last = unit[-1]
@@ -190,7 +228,7 @@ def _counts(tail: str) -> tuple[tuple[str, int], ...] | None:
     unit = list(_UNITTEST_RAN_RE.finditer(tail))
     if unit:
         return _unittest_counts(unit[-1])
-    jest = list(_JEST_RE.finditer(tail))
+    jest = list(_JEST_RE.finditer(tail)) or list(_VITEST_RE.finditer(tail))
     if jest:
         return _order(_COUNT_RE.findall(jest[-1].group(1)))
     cargo = list(_CARGO_RE.finditer(tail))
@@ -233,20 +271,43 @@ def _order(pairs: list[tuple[str, str]]) -> tuple[tuple[str, int], ...]:
 def final_error(text: str) -> str | None:
     """The last line of an output that states what went wrong, or None.
 
-    A Python exception line (the end of a traceback, or pytest's ``E`` lines),
-    ``error:``/``fatal:`` lines, "command not found", "No module named ...",
-    pytest's ``FAILED`` lines. Lines of code (``raise X(...)``, ``except X:``)
-    never match.
+    A traceback's final ``name: message`` line (whatever the exception's name),
+    other Python exception lines (pytest's ``E`` lines), ``error:``/``fatal:``
+    lines, "command not found", "No module named ...", pytest's ``FAILED``
+    lines, GNU patch's failed hunks. Lines of code (``raise X(...)``,
+    ``except X:``) never match.
     """
     lines = _tail(text).splitlines()[-TAIL_SCAN_LINES:]
-    for line in reversed(lines):
+    raised = _raised_lines(lines)
+    for i in range(len(lines) - 1, -1, -1):
+        line = lines[i]
         if not line.strip() or len(line) > 2_000:
             continue
-        m = _EXCEPTION_LINE_RE.match(line)
-        if m is None:
-            m = next((r.match(line) for r in _ERROR_LINE_RES if r.match(line)), None)
+        m = _RAISED_RE.match(line) if i in raised else None
+        m = m or _EXCEPTION_LINE_RE.match(line) or _error_line(line)
         if m is not None:
             return _clip(m.group(1).strip(), ERROR_LINE_CHARS)
+    return None
+
+
+def _raised_lines(lines: list[str]) -> set[int]:
+    """Indexes of the lines that end a traceback: the first unindented line after a frame."""
+    found: set[int] = set()
+    after_frame = False
+    for i, line in enumerate(lines):
+        if 'File "' in line and _FRAME_RE.match(line):
+            after_frame = True
+        elif after_frame and line.strip() and not line[0].isspace():
+            after_frame = False
+            found.add(i)
+    return found
+
+
+def _error_line(line: str) -> re.Match[str] | None:
+    for pattern in _ERROR_LINE_RES:
+        m = pattern.match(line)
+        if m is not None and not (pattern is _GENERIC_ERROR_RE and _CODE_LINE_RE.search(line)):
+            return m
     return None
 
 
@@ -272,34 +333,108 @@ def strip_line_numbers(text: str) -> str:
     return "\n".join(_NUMBERED_LINE_RE.sub("", ln, count=1) for ln in lines)
 
 
+@dataclass
+class _Definition:
+    """A function, class or module constant found in a source, with the lines it owns."""
+
+    name: str  # methods as ``Class.name``
+    short: str
+    indent: int
+    is_class: bool
+    lines: list[str] = field(default_factory=list)
+
+
+def _scan_definitions(
+    source: str, *, until: int | None = None
+) -> tuple[list[_Definition], list[_Definition | None]]:
+    """The definitions of a source, and for each line the innermost one that holds it.
+
+    A body ends at the first later non-blank line indented at or left of its header (a
+    closing bracket there still belongs to it); decorators belong to what they decorate;
+    a definition's own lines leave out the definitions nested in it. The scan stops after
+    0-based line ``until`` when given.
+    """
+    defs: list[_Definition] = []
+    owners: list[_Definition | None] = []
+    stack: list[_Definition] = []
+    pending: list[str] = []  # decorator lines waiting for what they decorate
+    pending_indent = 0
+    for i, text in enumerate(source.splitlines()):
+        if until is not None and i > until and not pending:
+            break
+        stripped = text.lstrip()
+        if not stripped:
+            owners.append(stack[-1] if stack else None)
+            if stack:
+                stack[-1].lines.append("")
+            continue
+        indent = len(text) - len(stripped)
+        closer = stripped[0] in _CLOSERS
+        if pending and (indent > pending_indent or closer):
+            pending.append(text)  # a decorator's arguments
+            owners.append(None)
+            continue
+        while stack and (indent < stack[-1].indent or indent == stack[-1].indent and not closer):
+            stack.pop()
+        if stripped[0] == "@":
+            pending_indent = indent if not pending else pending_indent
+            pending.append(text)
+            owners.append(None)
+            continue
+        new = _definition(text, indent, stack) if stripped[0] in _DEF_FIRST_CHARS else None
+        if new is not None:
+            defs.append(new)
+            stack.append(new)
+        owner = stack[-1] if stack else None
+        if pending:
+            _settle(owners, pending, owner)
+            pending = []
+        owners.append(owner)
+        if owner is not None:
+            owner.lines.append(text)
+    if pending:
+        _settle(owners, pending, stack[-1] if stack else None)
+    return defs, owners
+
+
+def _definition(text: str, indent: int, stack: list[_Definition]) -> _Definition | None:
+    m = _DEF_RE.match(text)
+    if m is None or (m["const"] and indent):
+        return None  # an indented upper-case assignment is a local, not a definition
+    short = next(g for g in (m["py"], m["cls"], m["fn"], m["arrow"], m["const"]) if g)
+    outer = stack[0] if stack else None
+    name = f"{outer.name}.{short}" if indent and outer and outer.is_class else short
+    return _Definition(name, short, indent, bool(m["cls"]))
+
+
+def _settle(
+    owners: list[_Definition | None], pending: list[str], owner: _Definition | None
+) -> None:
+    """Give waiting decorator lines to their owner (the last ``len(pending)`` lines seen)."""
+    owners[len(owners) - len(pending) :] = [owner] * len(pending)
+    if owner is not None:
+        owner.lines.extend(pending)
+
+
 def definitions(source: str) -> dict[str, str]:
-    """Functions and classes of a source file: ``name -> its text`` (methods as ``Class.name``)."""
+    """Functions and classes of a source file: ``name -> its text`` (methods as ``Class.name``).
+
+    A definition's text is its decorators, header and body without the definitions nested
+    in it (a class's text is its own statements, its methods are listed apart).
+    """
     out: dict[str, str] = {}
-    matches = list(_DEF_RE.finditer(source))
-    cls = ""
-    for i, m in enumerate(matches):
-        name = next(g for g in (m["py"], m["cls"], m["fn"], m["arrow"], m["const"]) if g)
-        if m["const"] and m["indent"]:
-            continue  # an upper-case local, not a module constant
-        if not m["indent"]:
-            cls = name if m["cls"] else ""
-        elif cls:
-            name = f"{cls}.{name}"
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(source)
-        body = "\n".join(ln.rstrip() for ln in source[m.start() : end].rstrip().splitlines())
-        out.setdefault(name, body)
+    for d in _scan_definitions(source)[0]:
+        out.setdefault(d.name, "\n".join(ln.rstrip() for ln in d.lines).rstrip())
     return out
 
 
 def enclosing_definition(source: str, line: int) -> str | None:
-    """The function or class that holds 1-based ``line`` of ``source``."""
-    name = None
-    for number, text in enumerate(source.splitlines(), start=1):
-        if number > line:
-            break
-        found = _def_name(text)
-        name = found or name
-    return name
+    """The function or class that holds 1-based ``line`` of ``source`` (None at module level)."""
+    if line < 1:
+        return None
+    owners = _scan_definitions(source, until=line - 1)[1]
+    owner = owners[min(line, len(owners)) - 1] if owners else None
+    return owner.short if owner else None
 
 
 @dataclass
@@ -316,11 +451,28 @@ class DiffFile:
 
 
 def parse_diff(text: str) -> list[DiffFile]:
-    """The files of a unified diff with their changed lines and functions."""
+    """The files of a unified diff with their changed lines and functions.
+
+    Inside a hunk, while its header's line counts are not used up, ``--- ``/``+++ ``
+    lines are content (a removed ``-- comment``), unless a ``+++``/``@@`` pair follows.
+    """
     files: list[DiffFile] = []
     current: DiffFile | None = None
     scope = None
-    for line in text.splitlines():
+    old_left = new_left = 0  # lines of the current hunk still to come
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if old_left > 0 or new_left > 0:
+            sign = line[:1]
+            if sign == "\\":
+                continue  # "\ No newline at end of file"
+            if sign in ("", " ", "+", "-") and not _file_header_at(lines, i):
+                old_left -= 0 if sign == "+" else 1
+                new_left -= 0 if sign == "-" else 1
+                if current is not None:
+                    scope = _diff_line(current, line, scope)
+                continue
+            old_left = new_left = 0  # the counts were wrong: this line is a header
         if line.startswith("+++ "):
             path = line[4:].split("\t")[0].strip()
             path = path[2:] if path.startswith(("b/", "a/")) else path
@@ -332,12 +484,23 @@ def parse_diff(text: str) -> list[DiffFile]:
             continue
         hunk = _HUNK_RE.match(line)
         if hunk:
-            start, length = int(hunk.group(1)), int(hunk.group(2) or 1)
+            start, length = int(hunk.group(2)), int(hunk.group(3) or 1)
+            old_left, new_left = int(hunk.group(1) or 1), length
             current.lines.append((start, start + max(length, 1) - 1))
-            scope = _def_name(hunk.group(3))
+            scope = _def_name(hunk.group(4))
             continue
         scope = _diff_line(current, line, scope)
     return files
+
+
+def _file_header_at(lines: list[str], i: int) -> bool:
+    """Whether ``lines[i]`` opens a file's header: ``--- a``, then ``+++ b``, then ``@@``."""
+    return (
+        lines[i].startswith("--- ")
+        and i + 2 < len(lines)
+        and lines[i + 1].startswith("+++ ")
+        and lines[i + 2].startswith("@@")
+    )
 
 
 def _diff_line(current: DiffFile, line: str, scope: str | None) -> str | None:
