@@ -1,9 +1,10 @@
 """Train the threat scanner's semantic classifier and write ``threat_classifier.npz``.
 
 Training data: the labelled notes the rules were written on
-(``tests/data/memory_threat_corpus.jsonl``) and the training batch written for
-the semantic layer (``tests/data/threat_batches/train.jsonl``). The held-out
-batches (``heldout_a``, ``heldout_b``) are never read here.
+(``tests/data/memory_threat_corpus.jsonl``) and the two training batches written
+blind for the semantic layer (``tests/data/threat_batches/train.jsonl``,
+``train_b.jsonl``). The held-out batches (``heldout_a``, ``heldout_b``) are never
+read here.
 
 Each note is embedded in every view the scanner judges (``deobfuscate.views``:
 skeleton, leetspeak undone, spelled-out words joined, encoded spans decoded);
@@ -36,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCES = (
     ROOT / "tests" / "data" / "memory_threat_corpus.jsonl",
     ROOT / "tests" / "data" / "threat_batches" / "train.jsonl",
+    ROOT / "tests" / "data" / "threat_batches" / "train_b.jsonl",
 )
 OUT = ROOT / "src" / "hermes_context" / "memory" / semantic.WEIGHTS_FILE
 FOLDS = 5

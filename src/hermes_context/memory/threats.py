@@ -711,7 +711,7 @@ GENERIC_RULES = _rules(
     ),
     (
         "secret_read.metadata_service",
-        r"\b(?:169\.254\.169\.254|metadata\.google\.internal)\b",
+        r"https?://(?:169\.254\.169\.254|metadata\.google\.internal)\b|\b(?:query|curl|wget|fetch|get|read|request|call|open|access|hit|dump)\b[^.\n]{0,40}?\b(?:169\.254\.169\.254|metadata\.google\.internal)\b",
         "cloud metadata service (instance credentials)",
     ),
     (
@@ -844,16 +844,62 @@ def scan_many(
     return found
 
 
-def _rule_findings(text: str, text_views: list[str], scope: str) -> list[str]:
+def _rule_findings(
+    text: str, text_views: list[str], scope: str, *, prefilter: bool = True
+) -> list[str]:
     found = _unicode_findings(unicodedata.normalize("NFKC", text))
     for view in text_views:
         lower = view.lower()
+        mentions = _MENTION_CUE_RE.search(view) is not None
         for rule in _SCOPE_RULES[scope]:
-            if rule.id in found or not any(k in lower for k in rule.keywords):
+            if rule.id in found or (prefilter and not any(k in lower for k in rule.keywords)):
                 continue
-            if rule.regex.search(view):
+            if rule.id.endswith("multilingual") and _family_found(found, rule.family):
+                continue  # an English rule of the family already said it
+            if rule_matches(rule, view, mentions):
                 found.append(rule.id)
     return found
+
+
+def _family_found(found: list[str], family: str) -> bool:
+    return any(pid.split(".", 1)[0] == family for pid in found)
+
+
+def rule_matches(rule: ThreatPattern, view: str, mentions: bool | None = None) -> bool:
+    """Whether ``rule`` matches ``view`` other than as a quoted mention in a note about attacks."""
+    if mentions is None:
+        mentions = _MENTION_CUE_RE.search(view) is not None
+    return any(not (mentions and _quoted(view, m)) for m in rule.regex.finditer(view))
+
+
+# A note that talks about attacks ("examples like 'ignore previous instructions'") quotes
+# them: a match inside quotation marks in such a note is a mention, not an instruction.
+_MENTION_CUE_RE = re.compile(
+    r"\b(?:attacks?|examples?|phrases?|injections?|teaching|slides?|blog|article|research|"
+    r"paper|demo|explain\w*|detect\w*|classifier|filter\w*|such\s+as|e\.g\.|for\s+instance|"
+    r"red[- ]team\w*|training|awareness|warn\w*|quoted?|strings?\s+like)\b",
+    re.I,
+)
+_QUOTES = {"'": "'", '"': '"', "\u201c": "\u201d", "\u2018": "\u2019", "`": "`", "\u00ab": "\u00bb"}
+
+
+def _quoted(text: str, match: re.Match[str]) -> bool:
+    """Whether the match lies inside one pair of quotation marks on its line."""
+    start, end = match.span()
+    line_start = text.rfind("\n", 0, start) + 1
+    for opening, closing in _QUOTES.items():
+        left = text.rfind(opening, line_start, start)
+        if left == -1:
+            continue
+        right = text.find(closing, end)
+        line_end = text.find("\n", end)
+        if (
+            right != -1
+            and (line_end == -1 or right < line_end)
+            and closing not in text[left + 1 : start]
+        ):
+            return True
+    return False
 
 
 def _semantic_on(requested: bool | None) -> bool:

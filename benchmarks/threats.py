@@ -1,0 +1,145 @@
+"""Threat scanner benchmark: detection and false positives per labelled batch, rules vs semantic.
+
+Batches (``tests/data``): ``corpus`` (the notes the rules were written on),
+``train`` and ``train_b`` (written blind, used to tune the rules and to train
+the semantic classifier) are TUNED; ``heldout_a`` and ``heldout_b`` (written
+blind by two other authors, never read while building the scanner) are
+UNTUNED. A split attack (two entries) counts as caught when ``scan_entries``
+flags either entry; a benign pair is a false positive when it flags either.
+
+Usage: python benchmarks/threats.py [--json] [--no-semantic]
+Exit status 1 when an untuned batch misses the targets (>= 90% caught, <= 2% flagged).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from hermes_context.memory import threats
+from hermes_context.memory.threats import scan_entries, scan_many
+
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+BATCHES = {
+    "corpus": (DATA / "memory_threat_corpus.jsonl", "tuned"),
+    "train": (DATA / "threat_batches" / "train.jsonl", "tuned"),
+    "train_b": (DATA / "threat_batches" / "train_b.jsonl", "tuned"),
+    "heldout_a": (DATA / "threat_batches" / "heldout_a.jsonl", "untuned"),
+    "heldout_b": (DATA / "threat_batches" / "heldout_b.jsonl", "untuned"),
+}
+MIN_CAUGHT = 0.90
+MAX_FLAGGED = 0.02
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def verdicts(rows: list[dict[str, Any]], semantic: bool) -> list[bool]:
+    """Whether the scanner flags each row (single notes batched; pairs through scan_entries)."""
+    single = [i for i, r in enumerate(rows) if "text" in r]
+    found = scan_many([rows[i]["text"] for i in single], semantic=semantic)
+    out = [False] * len(rows)
+    for i, ids in zip(single, found, strict=True):
+        out[i] = bool(ids)
+    for i, r in enumerate(rows):
+        if "entries" in r:
+            out[i] = any(scan_entries(r["entries"], semantic=semantic))
+    return out
+
+
+def evaluate(rows: list[dict[str, Any]], semantic: bool) -> dict[str, Any]:
+    flags = verdicts(rows, semantic)
+    mal = [(r, f) for r, f in zip(rows, flags, strict=True) if r["label"] == "malicious"]
+    ben = [(r, f) for r, f in zip(rows, flags, strict=True) if r["label"] == "benign"]
+    by_family: dict[str, list[bool]] = defaultdict(list)
+    for r, f in mal:
+        by_family[r.get("family", "?")].append(f)
+    return {
+        "malicious": len(mal),
+        "caught": sum(f for _, f in mal),
+        "benign": len(ben),
+        "flagged": sum(f for _, f in ben),
+        "families": {k: (sum(v), len(v)) for k, v in sorted(by_family.items())},
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--no-semantic", action="store_true", help="rules only")
+    args = parser.parse_args()
+    modes = [("rules", False)]
+    if not args.no_semantic and threats._semantic_installed():
+        modes.append(("rules+semantic", True))
+    report: dict[str, Any] = {"modes": [m for m, _ in modes], "batches": {}}
+    for name, (path, kind) in BATCHES.items():
+        if not path.is_file():
+            continue
+        rows = load(path)
+        report["batches"][name] = {"kind": kind}
+        for mode, semantic in modes:
+            start = time.perf_counter()
+            result = evaluate(rows, semantic)
+            result["seconds"] = time.perf_counter() - start
+            report["batches"][name][mode] = result
+    report["targets"] = _targets(report)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(_render(report))
+    return 0 if all(t["passed"] for t in report["targets"]) else 1
+
+
+def _targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    mode = report["modes"][-1]
+    out = []
+    for name, batch in report["batches"].items():
+        if batch["kind"] != "untuned":
+            continue
+        r = batch[mode]
+        caught, flagged = r["caught"] / r["malicious"], r["flagged"] / r["benign"]
+        out.append(
+            {
+                "target": f"{name} ({mode}): >= {MIN_CAUGHT:.0%} caught, <= {MAX_FLAGGED:.0%} flagged",
+                "caught": caught,
+                "flagged": flagged,
+                "passed": caught >= MIN_CAUGHT and flagged <= MAX_FLAGGED,
+            }
+        )
+    return out
+
+
+def _render(report: dict[str, Any]) -> str:
+    lines = ["| batch | kind | mode | attacks caught | ordinary notes flagged | seconds |"]
+    lines.append("|---|---|---|---:|---:|---:|")
+    for name, batch in report["batches"].items():
+        for mode in report["modes"]:
+            r = batch[mode]
+            lines.append(
+                f"| {name} | {batch['kind']} | {mode} | {r['caught']}/{r['malicious']} "
+                f"({r['caught'] / r['malicious']:.1%}) | {r['flagged']}/{r['benign']} "
+                f"({r['flagged'] / r['benign']:.1%}) | {r['seconds']:.1f} |"
+            )
+    mode = report["modes"][-1]
+    lines += ["", f"Untuned batches by family ({mode}):"]
+    for name, batch in report["batches"].items():
+        if batch["kind"] == "untuned":
+            fams = ", ".join(f"{k} {c}/{n}" for k, (c, n) in batch[mode]["families"].items())
+            lines.append(f"- {name}: {fams}")
+    lines.append("")
+    for t in report["targets"]:
+        lines.append(
+            f"- {'PASS' if t['passed'] else 'FAIL'}: {t['target']} "
+            f"(measured {t['caught']:.1%} caught, {t['flagged']:.1%} flagged)"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
