@@ -292,15 +292,219 @@ def test_export_to_a_missing_folder_names_the_path(run, session_db, tmp_path):
     assert not target.parent.exists()
 
 
-def test_import_lone_surrogate_is_refused_with_file_and_message(run, session_db, tmp_path):
+def test_import_lone_surrogate_is_stored_exactly(run, session_db, tmp_path):
     path = tmp_path / "sur.json"
     path.write_text(
         '[{"role": "user", "content": "ok"}, {"role": "user", "content": "hi \\ud800"}]'
     )
-    result = run("import", str(path))
-    assert result.exit_code == 2
+    result = run("import", str(path), "--json")
+    assert result.exit_code == 0
+    sid = json.loads(result.output)["session_id"]
+    assert session_db.get_messages(sid) == [
+        {"role": "user", "content": "ok"},
+        {"role": "user", "content": "hi \ud800"},
+    ]
+
+
+HOSTILE_TITLE = "llama [/INST] [red]q[/red]"
+HOSTILE = [
+    {"role": "user", "content": "Why does it end with [/INST] ?"},
+    {"role": "assistant", "content": "[red]alarm[/red] done\rOVERWRITE \x1b[31mred\x1b[0m bell\x07"},
+]  # fmt: skip
+
+
+def _hostile(session_db):
+    session_db.create_session("s1", title=HOSTILE_TITLE, source="cli")
+    ids = session_db.append_messages("s1", HOSTILE)
+    return ids, _when(session_db.get_session("s1")["started_at"])
+
+
+def test_list_prints_markup_and_controls_literally(run, session_db):
+    _, started = _hostile(session_db)
+    result = run("list")
+    assert result.exit_code == 0
     assert result.output == (
-        f"error: {path}: message 1: holds a lone surrogate (U+D800), which is not valid Unicode "
-        "text and cannot be stored\n"
+        "┏━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━┓\n"
+        "┃ id ┃ title                      ┃ source ┃ started          ┃ messages ┃ ended ┃\n"
+        "┡━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━┩\n"
+        f"│ s1 │ llama [/INST] [red]q[/red] │ cli    │ {started} │ 2        │       │\n"
+        "└────┴────────────────────────────┴────────┴──────────────────┴──────────┴───────┘\n"
     )
-    assert session_db.list_sessions() == []
+
+
+def test_show_prints_markup_and_controls_literally(run, session_db):
+    ids, started = _hostile(session_db)
+    result = run("show", "s1")
+    assert result.exit_code == 0
+    assert result.output == (
+        "session s1  llama [/INST] [red]q[/red]\n"
+        f"source cli · started {started} · 2 messages, 0 compactions\n"
+        "┏━━━━┳━━━━━━━━━━━┳━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓\n"
+        "┃ id ┃ role      ┃ flags ┃ content                                                      ┃\n"
+        "┡━━━━╇━━━━━━━━━━━╇━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩\n"
+        f"│ {ids[0]}  │ user      │       │ Why does it end with [/INST] ?                               │\n"
+        f"│ {ids[1]}  │ assistant │       │ [red]alarm[/red] done\\rOVERWRITE \\x1b[31mred\\x1b[0m bell\\x07 │\n"
+        "└────┴───────────┴───────┴──────────────────────────────────────────────────────────────┘\n"
+    )
+
+
+def test_search_prints_markup_and_controls_literally(run, session_db):
+    ids, _ = _hostile(session_db)
+    assert run("search", "INST").output == (
+        "┏━━━━━━━━━┳━━━━━━━━━┳━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓\n"
+        "┃ session ┃ message ┃ role ┃ snippet                        ┃\n"
+        "┡━━━━━━━━━╇━━━━━━━━━╇━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩\n"
+        f"│ s1      │ {ids[0]}       │ user │ Why does it end with [/INST] ? │\n"
+        "└─────────┴─────────┴──────┴────────────────────────────────┘\n"
+    )
+    # The snippet folds the CR into a space; the escape sequence is shown, not obeyed.
+    assert run("search", "alarm").output == (
+        "┏━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓\n"
+        "┃ session ┃ message ┃ role      ┃ snippet                                                     ┃\n"
+        "┡━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩\n"
+        f"│ s1      │ {ids[1]}       │ assistant │ [red]alarm[/red] done OVERWRITE \\x1b[31mred\\x1b[0m bell\\x07 │\n"
+        "└─────────┴─────────┴───────────┴─────────────────────────────────────────────────────────────┘\n"
+    )
+
+
+def test_recall_and_markdown_export_show_controls_as_escapes(run, session_db):
+    ids, started = _hostile(session_db)
+    summary = {"role": "user", "content": "summary", "_compressed_summary": True}
+    result = CompressionResult(
+        messages=[summary], tokens_before=10, tokens_after=5, dropped=2, lineage=[[0, 1]]
+    )
+    session_db.persist_compression("s1", HOSTILE, result)
+    summary_id = next(r["id"] for r in session_db.get_message_records("s1") if r["is_summary"])
+    assert run("recall", "s1", str(summary_id)).output == (
+        f"--- #{ids[0]} user\nWhy does it end with [/INST] ?\n"
+        f"--- #{ids[1]} assistant\n"
+        "[red]alarm[/red] done\\rOVERWRITE \\x1b[31mred\\x1b[0m bell\\x07\n"
+    )
+    assert run("export", "s1", "--all", "--format", "md").output == (
+        f"# llama [/INST] [red]q[/red] (s1)\nsource: cli · model: - · started: {started} UTC\n"
+        f"\n## user #{ids[0]} (compacted,inactive)\n\nWhy does it end with [/INST] ?\n"
+        f"\n## assistant #{ids[1]} (compacted,inactive)\n\n"
+        "[red]alarm[/red] done\\rOVERWRITE \\x1b[31mred\\x1b[0m bell\\x07\n"
+        f"\n## user #{summary_id} (summary)\n\nsummary\n"
+    )
+    # JSONL stays exact: JSON escapes the controls.
+    lines = run("export", "s1", "--all").output.splitlines()
+    assert [json.loads(line) for line in lines[:2]] == HOSTILE
+
+
+def test_export_never_writes_through_a_planted_temp_symlink(run, session_db, tmp_path):
+    _stored(session_db)
+    victim = tmp_path / "victim"
+    victim.write_text("precious data", encoding="utf-8")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "x.jsonl.tmp").symlink_to(victim)
+    result = run("export", "s1", "-o", str(folder / "x.jsonl"))
+    assert result.output == f"wrote 3 messages to {folder / 'x.jsonl'}\n"
+    assert victim.read_text(encoding="utf-8") == "precious data"
+    target = folder / "x.jsonl"
+    assert not target.is_symlink()
+    assert target.read_text(encoding="utf-8") == run("export", "s1").output
+    assert sorted(p.name for p in folder.iterdir()) == ["x.jsonl", "x.jsonl.tmp"]
+
+
+def test_failed_export_leaves_no_temporary_file(run, session_db, tmp_path, monkeypatch):
+    _stored(session_db)
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    result = run("export", "s1", "-o", str(tmp_path / "x.jsonl"))
+    assert (result.exit_code, result.output) == (
+        6,
+        f"error: cannot write {tmp_path / 'x.jsonl'}: No space left on device\n",
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hermes-home"]
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["list", "--limit", str(10**23)], "Error: Invalid value for '--limit': 100000000000000000000000 is not in the range 1<=x<=100000."),
+        (["list", "--limit", "0"], "Error: Invalid value for '--limit': 0 is not in the range 1<=x<=100000."),
+        (["search", "x", "--limit", str(10**23)], "Error: Invalid value for '--limit': 100000000000000000000000 is not in the range 1<=x<=100."),
+        (["recall", "s1", str(2**63)], "Error: Invalid value for 'SUMMARY_ID': 9223372036854775808 is not in the range 1<=x<=9223372036854775807."),
+    ],
+)  # fmt: skip
+def test_integer_arguments_are_bounded(run, session_db, args, error):
+    _stored(session_db)
+    result = run(*args)
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == error
+
+
+@pytest.mark.parametrize(
+    "args", [["list", "--limit"], ["search", "x", "--limit"], ["recall", "s1"]]
+)
+def test_five_thousand_digit_integer_is_a_usage_error(run, session_db, args):
+    _stored(session_db)
+    result = run(*args, "9" * 5_000)
+    assert result.exit_code == 2
+    last = result.output.splitlines()[-1]
+    assert last.startswith("Error: Invalid value for ")
+    assert last.endswith("' is not a valid integer range.")
+
+
+def test_lone_surrogates_survive_show_json_export_and_import(run, session_db, tmp_path):
+    messages = [
+        {"role": "user", "content": "hi \ud800 there"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "t", "arguments": '{"a": "\\udcff"}'}}]},
+    ]  # fmt: skip
+    session_db.create_session("s1")
+    session_db.append_messages("s1", messages)
+    data = json.loads(run("show", "s1", "--json").output)
+    assert [r["message"] for r in data["messages"]] == messages
+    assert "hi \\ud800 there" in run("show", "s1").output
+    path = tmp_path / "copy.jsonl"
+    assert run("export", "s1", "-o", str(path)).exit_code == 0
+    assert (
+        path.read_text(encoding="utf-8").splitlines()[0]
+        == '{"role": "user", "content": "hi \\ud800 there"}'
+    )
+    imported = json.loads(run("import", str(path), "--json").output)
+    assert session_db.get_messages(imported["session_id"]) == messages
+
+
+needs_non_root = pytest.mark.skipif(
+    hasattr(os, "geteuid") and os.geteuid() == 0,
+    reason="root ignores file permissions, so a read-only state.db cannot be observed",
+)
+
+
+@needs_non_root
+@pytest.mark.parametrize("locked", ["file", "folder"])
+def test_read_only_database_can_be_listed_shown_searched_and_exported(
+    run, session_db, hermes_home, locked
+):
+    ids = _stored(session_db)
+    session_db.close()
+    db_path = hermes_home / "state.db"
+    if locked == "file":
+        os.chmod(db_path, 0o444)
+    else:
+        os.chmod(hermes_home, 0o555)
+    try:
+        assert run("list").output.splitlines()[3].startswith("│ s1 │ spiky │")
+        assert f"│ {ids[2]}  │ tool bash │" in run("show", "s1").output
+        assert (
+            f"│ s1      │ {ids[2]}       │ tool │ 1 failed: echidna spines │"
+            in run("search", "spines").output
+        )
+        assert run("export", "s1").output == "".join(
+            json.dumps(m, ensure_ascii=False) + "\n" for m in MESSAGES
+        )
+        refused = run("delete", "s1", "--yes")
+        assert refused.exit_code == 6
+        assert refused.output == (
+            f"error: {db_path} is read-only (opened read-only); nothing was changed — make the "
+            "file and its folder writable (chmod u+w) to change it\n"
+        )
+    finally:
+        os.chmod(hermes_home, 0o755)
+        os.chmod(db_path, 0o644)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import ast
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import hermes_context.sessions
 from hermes_context import (
     CompressionResult,
     ContextCompressor,
@@ -401,3 +404,75 @@ def test_any_plan_persists_losslessly(session_db, plan, in_place):
     ]
     assert flags == [i in replaced for i in range(len(before))]
     assert session_db.get_session(carried)["message_count"] == len(result.messages)
+
+
+SESSIONS_PACKAGE = Path(hermes_context.sessions.__file__).parent
+# SPEC 1: sessions sits on the bottom layer only.
+BOTTOM_LAYER = {"errors", "config", "messages", "tokens"}
+
+
+def _internal_imports(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 2:  # from ..x import y
+            yield (node.module or "").split(".")[0] or node.names[0].name
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("hermes_context."):
+            yield node.module.split(".")[1]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("hermes_context."):
+                    yield alias.name.split(".")[1]
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in SESSIONS_PACKAGE.glob("*.py")))
+def test_sessions_imports_only_the_bottom_layer(module):
+    outside = set(_internal_imports(SESSIONS_PACKAGE / module)) - BOTTOM_LAYER
+    assert outside == set(), f"sessions/{module} imports {sorted(outside)}"
+
+
+@dataclass
+class PlainReport:
+    def to_dict(self):
+        return {"kept": [0]}
+
+
+@dataclass
+class PlainOutcome:
+    """Not a CompressionResult: any object with its fields can be persisted."""
+
+    messages: list
+    lineage: list
+    tokens_before: int = 10
+    tokens_after: int = 5
+    dropped: int = 3
+    used_fallback: bool = False
+    aborted: bool = False
+    report: PlainReport = field(default_factory=PlainReport)
+    compressor_state: dict | None = None
+
+
+def test_persist_takes_any_object_with_the_result_fields(session_db):
+    sid = _stored(session_db, "s")
+    outcome = PlainOutcome(
+        messages=[BEFORE[0], SUMMARY, BEFORE[7]], lineage=[[0], [1, 2, 3, 4, 5, 6], [7]]
+    )
+    # Another writer appended meanwhile: it is kept after the compressed messages.
+    session_db.append_messages(sid, [{"role": "assistant", "content": "late"}])
+    assert session_db.persist_compression(sid, BEFORE, outcome) == sid
+    assert session_db.get_messages(sid) == [
+        *outcome.messages,
+        {"role": "assistant", "content": "late"},
+    ]
+    assert outcome.messages == [BEFORE[0], SUMMARY, BEFORE[7]]  # untouched
+    [compaction] = session_db.list_compactions(sid)
+    assert (compaction["tokens_before"], compaction["dropped"]) == (10, 3)
+
+
+def test_compress_session_does_not_write_into_the_result(session_db):
+    sid = _stored(session_db, "s")
+    result = _result(compressor_state=None)
+    fake = FakeCompressor(result)
+    fake.state = {"strikes": 4}
+    compress_session(session_db, sid, fake, force=True)
+    assert result.compressor_state is None
+    assert session_db.get_compressor_state(sid) == {"strikes": 4}

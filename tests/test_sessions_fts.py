@@ -290,3 +290,96 @@ def test_nul_in_a_literal_query_separates_words(session_db):
     assert quote_query("alpha\x00beta") == '"alpha" "beta"'
     assert [h["message_id"] for h in session_db.search("alpha\x00beta")] == [hit]
     assert [h["message_id"] for h in session_db.search("\x00")] == []
+
+
+EXAMPLE_SESSION = Path(__file__).parents[1] / "examples/agent_session.json"
+
+
+def _mentions(message, word):
+    texts = [message.get("content") or ""]
+    texts += [c["function"]["arguments"] for c in message.get("tool_calls") or ()]
+    return any(word in t for t in texts)
+
+
+def test_words_after_an_escaped_newline_in_json_tool_output_are_found(session_db):
+    messages = json.loads(EXAMPLE_SESSION.read_text(encoding="utf-8"))
+    sid = session_db.import_session(messages)
+    ids = [r["id"] for r in session_db.get_message_records(sid)]
+    expected = {ids[i] for i, m in enumerate(messages) if _mentions(m, "KeyError")}
+    assert len(expected) == 8
+    assert {h["message_id"] for h in session_db.search("KeyError", limit=50)} == expected
+    # The escape no longer glues an "n" to the word after it.
+    assert session_db.search("nKeyError", limit=50) == []
+    # The stored content is untouched: still the JSON text, escapes and all.
+    assert session_db.get_messages(sid) == messages
+
+
+def test_json_tool_result_and_arguments_are_indexed_decoded(session_db):
+    output = json.dumps({"output": "Traceback:\n  boom\nKeyError: 'user_id'", "exit_code": 1})
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "bash", "arguments": json.dumps({"command": "cd app\nmake wombat"})},
+    }
+    messages = [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": output},
+    ]
+    session_db.create_session("s")
+    call_id, result_id = session_db.append_messages("s", messages)
+    assert search_text_for(messages[1]) == "Traceback:\n  boom\nKeyError: 'user_id'\n1"
+    assert search_text_for(messages[0]) == "bash cd app\nmake wombat"
+    [hit] = session_db.search("KeyError")
+    assert (hit["message_id"], hit["snippet"]) == (
+        result_id,
+        "Traceback: boom KeyError: 'user_id' 1",
+    )
+    assert [h["message_id"] for h in session_db.search("wombat")] == [call_id]
+    assert session_db.search("nmake") == [] and session_db.search("nKeyError") == []
+    assert session_db.get_messages("s") == messages
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"output": "not closed',  # invalid JSON stays plain text
+        "[" * 1_500 + "]" * 1_500 + " quagga",  # too deep to decode: plain text
+        '"just a JSON string quagga"',  # not an object or array: plain text
+    ],
+)
+def test_tool_output_that_is_not_decodable_json_is_indexed_as_text(content):
+    message = {"role": "tool", "tool_call_id": "c", "content": content}
+    assert search_text_for(message) is None
+
+
+@pytest.mark.parametrize(
+    ("stored", "query"),
+    [
+        ("ｆｕｌｌｗｉｄｔｈ letters", "fullwidth"),
+        ("plain fullwidth letters", "ｆｕｌｌｗｉｄｔｈ"),
+        ("the ﬁle was moved", "file"),  # ligature
+        ("ﾃﾞｰﾀﾍﾞｰｽ half-width katakana", "データベース"),
+    ],
+)
+def test_text_and_queries_are_nfkc_folded(session_db, stored, query):
+    session_db.create_session("s")
+    [mid] = session_db.append_messages("s", [{"role": "user", "content": stored}])
+    [hit] = session_db.search(query)
+    assert (hit["message_id"], hit["snippet"]) == (mid, stored)
+    assert [h["message_id"] for h in session_db.search(query, raw=True)] == [mid]
+    assert session_db.get_messages("s") == [{"role": "user", "content": stored}]
+
+
+def test_snippet_centres_on_a_folded_match():
+    text = "ｘ" * 300 + " the ＮＥＥＤＬＥ is here " + "y" * 300
+    snippet = hits.make_snippet(text, ["needle"])
+    assert "the ＮＥＥＤＬＥ is here" in snippet and snippet.startswith("…")
+
+
+@pytest.mark.parametrize("raw", [False, True])
+@pytest.mark.parametrize("query", ["\ud800", "fine \udcff", "\ud83d\ude00"])
+def test_queries_with_lone_surrogates_do_not_raise(session_db, query, raw):
+    session_db.create_session("s")
+    [mid] = session_db.append_messages("s", [{"role": "user", "content": "fine words"}])
+    found = [h["message_id"] for h in session_db.search(query, raw=raw)]
+    assert found == ([mid] if "fine" in query else [])

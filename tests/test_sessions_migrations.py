@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
 
 from hermes_context import SessionDB, StoreError
-from hermes_context.sessions import SCHEMA_VERSION
+from hermes_context.sessions import SCHEMA_VERSION, indexing
 from hermes_context.sessions.migrations import MIGRATIONS, migrate
 
 
@@ -115,3 +116,87 @@ def test_empty_file_becomes_a_database(tmp_path):
     path.touch()
     with SessionDB(path) as db:
         assert db.list_sessions() == []
+
+
+JSON_OUTPUT = json.dumps({"output": "Traceback:\nKeyError: 'user_id'", "exit_code": 1})
+# Rows as version 3 wrote them: (role, content, search_text).
+VERSION_3_ROWS = [
+    ("tool", JSON_OUTPUT, None),  # raw JSON indexed: "nKeyError"
+    ("user", "ｆｕｌｌｗｉｄｔｈ notes", None),  # not folded
+    ("user", "数据库 schema", " 数据 据库  schema"),
+    ("user", "plain words", None),
+]
+
+
+def _version_3_database(path):
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert migrate(conn, target=3) == 3
+    conn.execute(
+        "INSERT INTO sessions (id, root_session_id, source, started_at) VALUES ('old', 'old', 'cli', 1.0)"
+    )
+    for seq, (role, content, search_text) in enumerate(VERSION_3_ROWS):
+        conn.execute(
+            "INSERT INTO messages (session_id, seq, role, content, timestamp, token_estimate, "
+            "search_text) VALUES ('old', ?, ?, ?, 1.0, 9, ?)",
+            (seq, role, content, search_text),
+        )
+    return conn
+
+
+def _fts_ids(conn, expression):
+    rows = conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (expression,))
+    return sorted(r[0] for r in rows)
+
+
+def test_migration_4_recomputes_the_search_text_of_existing_messages(tmp_path):
+    path = tmp_path / "state.db"
+    conn = _version_3_database(path)
+    assert _fts_ids(conn, '"KeyError"') == [] and _fts_ids(conn, '"nKeyError"') == [1]
+    stored = conn.execute("SELECT id, content FROM messages ORDER BY id").fetchall()
+    conn.close()
+    with SessionDB(path) as db:
+        assert [h["message_id"] for h in db.search("KeyError")] == [1]
+        assert db.search("nKeyError") == []
+        assert [h["message_id"] for h in db.search("fullwidth")] == [2]
+        assert [h["message_id"] for h in db.search("数据")] == [3]
+        assert [h["message_id"] for h in db.search("plain")] == [4]
+        assert db.get_messages("old")[0] == {"role": "tool", "content": JSON_OUTPUT}
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT id, content FROM messages ORDER BY id").fetchall() == stored
+    texts = [r[0] for r in conn.execute("SELECT search_text FROM messages ORDER BY id")]
+    assert texts == [
+        "Traceback:\nKeyError: 'user_id'\n1",
+        "fullwidth notes",
+        " 数据 据库  schema",
+        None,
+    ]
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("SELECT name FROM schema_migrations WHERE version = 4").fetchone() == (
+        "search_text_decoded_and_folded",
+    )
+    conn.close()
+
+
+def test_migration_4_failing_midway_leaves_version_3_untouched(tmp_path, monkeypatch):
+    path = tmp_path / "state.db"
+    _version_3_database(path).close()
+    before = sqlite3.connect(path)
+    dump = list(before.iterdump())
+    before.close()
+    real, calls = indexing.search_text_for, []
+
+    def failing(message):
+        calls.append(message)
+        if len(calls) == 3:
+            raise RuntimeError("disk on fire")
+        return real(message)
+
+    monkeypatch.setattr(indexing, "RECOMPUTE_BATCH", 1)  # rows 1 and 2 are updated first
+    monkeypatch.setattr(indexing, "search_text_for", failing)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        SessionDB(path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert list(conn.iterdump()) == dump
+    assert _fts_ids(conn, '"KeyError"') == [] and _fts_ids(conn, '"nKeyError"') == [1]
+    conn.close()

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import sqlite3
+import stat
 import threading
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,6 +16,7 @@ from hypothesis import strategies as st
 
 from hermes_context import InvalidMessagesError, SessionDB, StoreError
 from hermes_context.sessions import SessionNotFoundError
+from hermes_context.sessions.migrations import migrate
 
 TOOL_CALL = {
     "id": "call_1",
@@ -315,22 +320,100 @@ def test_one_connection_per_thread(session_db):
     assert session_db._conns == []
 
 
-@pytest.mark.parametrize(
-    "bad",
-    [
-        {"role": "user", "content": "hi \ud800"},
-        {"role": "user", "content": [{"type": "text", "text": "\udfff"}]},
-        {"role": "user", "content": "ok", "_meta": {"note": "\ud800"}},
-        {"role": "user", "content": "ok", "\ud800": 1},
-    ],
-)
-def test_append_refuses_lone_surrogates_writing_nothing(session_db, bad):
+ESCAPED_SURROGATE_ARGS = '{"command": "printf \\ud800"}'  # ASCII text; decodes to a lone surrogate
+SURROGATE_CASES = [
+    {"role": "user", "content": "hi \ud800"},
+    {"role": "user", "content": [{"type": "text", "text": "\udfff"}]},
+    {"role": "user", "content": "ok", "_meta": {"note": "\ud800"}},
+    {"role": "user", "content": "ok", "\ud800": 1},
+    {"role": "tool", "tool_call_id": "c\udcff", "name": "sh\udcff", "content": "out \udcff"},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "terminal", "arguments": ESCAPED_SURROGATE_ARGS}}]},
+    {"role": "assistant", "content": "x", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "t", "arguments": '{"a": "\ud800"}'}}]},
+    {"content": "\ud800 first", "role": "user"},  # unusual key order too
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("message", SURROGATE_CASES)
+def test_lone_surrogates_are_stored_exactly(session_db, message):
     session_db.create_session("s")
-    with pytest.raises(InvalidMessagesError, match=r"^message 1: holds a lone surrogate") as info:
-        session_db.append_messages("s", [{"role": "user", "content": "fine"}, bad])
+    session_db.append_messages("s", [{"role": "user", "content": "fine"}, message])
+    [_, got] = session_db.get_messages("s")
+    assert got == message and list(got) == list(message)
+    assert session_db.get_session("s")["message_count"] == 2
+    assert [h["message_id"] for h in session_db.search("fine")] != []
+    session_db.search("\ud800")  # does not raise
+
+
+def test_lone_surrogate_message_is_found_by_its_other_words(session_db):
+    session_db.create_session("s")
+    [mid] = session_db.append_messages("s", [{"role": "user", "content": "wombat \ud800 x"}])
+    [hit] = session_db.search("wombat")
+    assert (hit["message_id"], hit["snippet"]) == (mid, "wombat \ufffd x")
+
+
+def test_surrogate_pair_split_in_two_characters_is_refused(session_db):
+    session_db.create_session("s")
+    split = {"role": "user", "content": "\ud83d\ude00"}  # two code points, not one emoji
+    with pytest.raises(
+        InvalidMessagesError, match=r"^message 1: key 'content' holds a surrogate pair"
+    ) as info:
+        session_db.append_messages("s", [{"role": "user", "content": "fine"}, split])
     assert (info.value.index, info.value.rule) == (1, "not_unicode")
     assert session_db.get_messages("s") == []
-    assert session_db.get_session("s")["message_count"] == 0
+
+
+@pytest.mark.parametrize("field", ["title", "source", "model", "user_id", "session_id"])
+def test_session_fields_with_lone_surrogates_are_refused_clearly(session_db, field):
+    name = field.replace("_id", " id") if field == "session_id" else field
+    with pytest.raises(StoreError, match=f"^{name} .* holds a lone surrogate"):
+        session_db.create_session(**{field: "bad \udcff"})
+    assert session_db.list_sessions() == []
+
+
+def test_lookups_with_lone_surrogates_do_not_raise(session_db):
+    session_db.create_session("s")
+    assert session_db.get_session("s\udcff") is None
+    with pytest.raises(SessionNotFoundError):
+        session_db.get_messages("s\udcff")
+    with pytest.raises(StoreError, match="lone surrogate"):
+        session_db.list_sessions(source="\udcff")
+
+
+DEEP_JSON = '{"output": ' + "[" * 1_500 + "]" * 1_500 + ', "note": "quagga"}'
+
+
+def test_deeply_nested_json_text_is_stored_as_is_and_searched_as_text(session_db):
+    call = {"id": "c1", "type": "function", "function": {"name": "t", "arguments": DEEP_JSON}}
+    messages = [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": DEEP_JSON},
+    ]
+    session_db.create_session("s")
+    ids = session_db.append_messages("s", messages)
+    assert session_db.get_messages("s") == messages
+    assert sorted(h["message_id"] for h in session_db.search("quagga")) == ids
+
+
+def test_deeply_nested_metadata_is_refused_clearly(session_db):
+    deep: list = []
+    for _ in range(5_000):
+        deep = [deep]
+    session_db.create_session("s")
+    with pytest.raises(
+        InvalidMessagesError, match="^message 0: key '_meta' is nested too deeply"
+    ) as info:
+        session_db.append_messages("s", [{"role": "user", "content": "x", "_meta": deep}])
+    assert (info.value.index, info.value.rule) == (0, "not_json")
+
+
+@pytest.mark.parametrize("value", [10**400, -(10**400)])
+def test_absurd_timestamp_falls_back_to_the_time_of_writing(session_db, value):
+    session_db.create_session("s")
+    before = time.time()
+    session_db.append_messages("s", [{"role": "user", "content": "x", "_timestamp": value}])
+    [record] = session_db.get_message_records("s")
+    assert before <= record["timestamp"] <= time.time()
+    assert record["message"]["_timestamp"] == value
 
 
 @pytest.mark.parametrize("limit", [0, -1, 2**63, 1.5, "3", True])
@@ -341,3 +424,127 @@ def test_list_sessions_and_search_refuse_non_positive_limits(session_db, limit):
         session_db.list_sessions(limit=limit)
     with pytest.raises(ValueError, match="limit must be a positive integer"):
         session_db.search("kubernetes", limit=limit)
+
+
+def _mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_new_database_and_its_side_files_are_private(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = tmp_path / "new" / "state.db"
+        with SessionDB(path) as db:
+            db.create_session("s")  # the -wal and -shm files exist while it is open
+            modes = {p.name: _mode(p) for p in path.parent.iterdir()}
+    finally:
+        os.umask(old)
+    assert modes == {"state.db": 0o600, "state.db-wal": 0o600, "state.db-shm": 0o600}
+
+
+def test_existing_database_mode_is_left_alone(tmp_path):
+    path = tmp_path / "state.db"
+    SessionDB(path).close()
+    os.chmod(path, 0o644)
+    with SessionDB(path) as db:
+        db.create_session("s")
+    assert _mode(path) == 0o644
+
+
+def test_read_only_store_reads_and_refuses_writes(tmp_path):
+    path = tmp_path / "state.db"
+    with SessionDB(path) as db:
+        db.create_session("s", title="kept")
+        db.append_messages("s", [{"role": "user", "content": "numbat facts"}])
+    before = path.read_bytes()
+    with SessionDB(path, read_only=True) as db:
+        assert db.read_only
+        assert [s["id"] for s in db.list_sessions()] == ["s"]
+        assert db.get_messages("s") == [{"role": "user", "content": "numbat facts"}]
+        assert [h["session_id"] for h in db.search("numbat")] == ["s"]
+        assert db.session_search(query="numbat")["count"] == 1
+        writes = [
+            lambda: db.create_session("t"),
+            lambda: db.append_messages("s", [{"role": "user", "content": "x"}]),
+            lambda: db.delete_session("s"),
+            lambda: db.save_compressor_state("s", {"a": 1}),
+            db.rebuild_search_index,
+        ]
+        for write in writes:
+            with pytest.raises(
+                StoreError, match=r"is read-only \(opened read-only\); nothing was changed"
+            ) as info:
+                write()
+            assert info.value.data["read_only"] is True
+    assert path.read_bytes() == before
+
+
+def test_read_only_store_cannot_create_a_database(tmp_path):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    with pytest.raises(StoreError, match="does not exist; a read-only store cannot create it"):
+        SessionDB(folder / "state.db", read_only=True)
+    assert list(folder.iterdir()) == []
+
+
+def test_read_only_store_refuses_a_database_that_needs_new_tables(tmp_path):
+    path = tmp_path / "state.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate(conn, target=2)
+    conn.close()
+    with pytest.raises(StoreError, match="is read-only and at schema version 2, older than"):
+        SessionDB(path, read_only=True)
+    # Version 3 lacks only recomputed search text: readable as it is.
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate(conn, target=3)
+    conn.close()
+    with SessionDB(path, read_only=True) as db:
+        assert db.list_sessions() == []
+
+
+needs_non_root = pytest.mark.skipif(
+    hasattr(os, "geteuid") and os.geteuid() == 0,
+    reason="root ignores file permissions, so a read-only file cannot be observed",
+)
+
+
+@needs_non_root
+@pytest.mark.parametrize("locked", ["file", "folder"])
+def test_unwritable_database_opens_read_only(tmp_path, locked):
+    folder = tmp_path / "home"
+    path = folder / "state.db"
+    with SessionDB(path) as db:
+        db.create_session("s")
+        db.append_messages("s", [{"role": "user", "content": "numbat"}])
+    os.chmod(path if locked == "file" else folder, 0o444 if locked == "file" else 0o555)
+    try:
+        with SessionDB(path) as db:
+            assert db.read_only
+            assert [h["session_id"] for h in db.search("numbat")] == ["s"]
+            with pytest.raises(StoreError, match="is read-only"):
+                db.append_messages("s", [{"role": "user", "content": "x"}])
+    finally:
+        os.chmod(folder, 0o755)
+        os.chmod(path, 0o644)
+
+
+@pytest.mark.parametrize(
+    ("limit", "shown"),
+    [(10**23, "100000000000000000000000"), (10**5000, "an integer of 16610 bits")],
+    ids=["23-digits", "5001-digits"],
+)
+def test_huge_limits_are_refused_clearly(session_db, limit, shown):
+    session_db.create_session("s")
+    message = f"limit must be a positive integer up to 2**63-1, got {shown}"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        session_db.list_sessions(limit=limit)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        session_db.search("x", limit=limit)
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            f"around_message_id must be a message id (an integer from 1 to 2**63-1), got {shown}"
+        ),
+    ):
+        session_db.session_search(around_message_id=limit)
+    assert session_db.session_search(limit=limit)["count"] == 1  # clamped to 10

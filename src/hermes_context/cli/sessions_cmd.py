@@ -1,10 +1,18 @@
-"""``hermes-context sessions list|show|search|recall|export|import|delete|reindex``."""
+"""``hermes-context sessions list|show|search|recall|export|import|delete|reindex``.
+
+Stored text is untrusted: it is never read as rich markup, and control
+characters in it (CR, ESC, other C0/C1 controls, bidi overrides) are shown as
+escapes, so a message cannot recolour, overwrite or reorder what is on screen.
+"""
 
 from __future__ import annotations
 
 import functools
 import json
+import os
+import re
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +27,6 @@ from ..sessions import DB_FILENAME, SearchQueryError, SessionDB, SessionNotFound
 from ._common import (
     EXIT_USAGE,
     NotFoundError,
-    emit_json,
     handle_errors,
     home_option,
     json_option,
@@ -31,6 +38,13 @@ from .message_files import read_messages
 F = TypeVar("F", bound=Callable[..., Any])
 # Characters of a message shown per table row; `show --json` or `export` give all.
 PREVIEW_CHARS = 100
+# Most sessions one `list` prints; also keeps the number inside SQLite's integer range.
+MAX_LIST_LIMIT = 100_000
+# Characters that would act on the terminal instead of being shown: C0 controls
+# but newline and tab, DEL, C1 controls, bidi overrides/isolates, lone surrogates.
+_HIDDEN_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_NAMED_ESCAPES = {"\r": "\\r", "\x0b": "\\v", "\x0c": "\\f"}
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 user_option = click.option(
     "--user", "user_id", default=None, help="Only this user's sessions (user_id)."
@@ -61,19 +75,53 @@ def _when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts)) if ts else ""
 
 
+def _escape(match: re.Match[str]) -> str:
+    ch = match.group()
+    if ch in _NAMED_ESCAPES:
+        return _NAMED_ESCAPES[ch]
+    return f"\\x{ord(ch):02x}" if ord(ch) <= 0xFF else f"\\u{ord(ch):04x}"
+
+
+def _visible(text: str | None) -> str:
+    """Stored text as it may reach a terminal: controls shown as escapes (``\\r``, ``\\x1b``)."""
+    return _HIDDEN_RE.sub(_escape, text or "")
+
+
+def _line(text: str) -> str:
+    """Stored text on one line: controls shown, runs of whitespace made one space."""
+    return " ".join(_visible(text).split())
+
+
 def _preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    flat = " ".join(text.split())
+    flat = _line(text)
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _table(title: str | None, columns: list[str]) -> Any:
+def _cell(text: str | None) -> Any:
+    """A table cell that shows ``text`` literally: no markup, no control characters."""
+    from rich.text import Text
+
+    return Text(_visible(text))
+
+
+def _table(columns: list[str]) -> Any:
     from rich.table import Table
 
-    table = Table(title=title, show_lines=False, highlight=False)
+    table = Table(show_lines=False, highlight=False)
     for i, name in enumerate(columns):
         # Ids stay whole so they can be copied; the last column folds.
         table.add_column(name, overflow="fold", no_wrap=i == 0)
     return table
+
+
+def _json_text(data: Any, **kwargs: Any) -> str:
+    """JSON that can be printed and written as UTF-8: a lone surrogate becomes its escape."""
+    text = json.dumps(data, ensure_ascii=False, default=str, **kwargs)
+    return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(_json_text(data, indent=2))
 
 
 @click.group()
@@ -82,7 +130,7 @@ def sessions() -> None:
 
 
 @sessions.command("list")
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, None))
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, MAX_LIST_LIMIT))
 @click.option("--source", default=None, help="Only sessions from this source (cli, bridge, ...).")
 @user_option
 @home_option
@@ -95,17 +143,17 @@ def list_cmd(
     with _open(hermes_home) as db:
         rows = db.list_sessions(limit=limit, source=source, user_id=user_id)
     if as_json:
-        emit_json(rows)
+        _emit_json(rows)
         return
     if not rows:
         click.echo("no sessions")
         return
-    table = _table(None, ["id", "title", "source", "started", "messages", "ended"])
+    table = _table(["id", "title", "source", "started", "messages", "ended"])
     for s in rows:
         ended = s["end_reason"] or ("yes" if s["ended_at"] else "")
         table.add_row(
-            s["id"], s["title"] or "", s["source"], _when(s["started_at"]),
-            str(s["message_count"]), ended,
+            _cell(s["id"]), _cell(s["title"]), _cell(s["source"]), _when(s["started_at"]),
+            str(s["message_count"]), _cell(ended),
         )  # fmt: skip
     stdout_console().print(table)
 
@@ -143,22 +191,23 @@ def show(session_id: str, include_compacted: bool, hermes_home: str | None, as_j
         session = db.get_session(session_id)
         compactions = db.list_compactions(session_id)
     if as_json:
-        emit_json({"session": session, "compactions": compactions, "messages": records})
+        _emit_json({"session": session, "compactions": compactions, "messages": records})
         return
     assert session is not None
     out = stdout_console()
-    out.print(f"session {session['id']}  {session['title'] or '(untitled)'}", markup=False)
+    title = session["title"] or "(untitled)"
+    out.print(f"session {_line(session['id'])}  {_line(title)}", markup=False)
     parts = [f"source {session['source']}", f"started {_when(session['started_at'])}"]
     if session["parent_session_id"]:
         parts.append(f"parent {session['parent_session_id']}")
     if session["end_reason"]:
         parts.append(f"ended: {session['end_reason']}")
     parts.append(f"{session['message_count']} messages, {len(compactions)} compactions")
-    out.print(" · ".join(parts), markup=False)
-    table = _table(None, ["id", "role", "flags", "content"])
+    out.print(_line(" · ".join(parts)), markup=False)
+    table = _table(["id", "role", "flags", "content"])
     for r in records:
         role = r["message"]["role"] + (f" {r['tool_name']}" if r["tool_name"] else "")
-        table.add_row(str(r["id"]), role, _flags(r), _message_preview(r["message"]))
+        table.add_row(str(r["id"]), _cell(role), _flags(r), _cell(_message_preview(r["message"])))
     out.print(table)
 
 
@@ -178,15 +227,17 @@ def search_cmd(
     with _open(hermes_home) as db:
         hits = db.search(query, limit=limit, user_id=user_id, raw=raw)
     if as_json:
-        emit_json(hits)
+        _emit_json(hits)
         return
     if not hits:
         click.echo("no matches")
         return
-    table = _table(None, ["session", "message", "role", "snippet"])
+    table = _table(["session", "message", "role", "snippet"])
     for h in hits:
         role = h["role"] + (" (compacted)" if h["compacted"] else "")
-        table.add_row(h["session_id"], str(h["message_id"]), role, h["snippet"])
+        table.add_row(
+            _cell(h["session_id"]), str(h["message_id"]), _cell(role), _cell(h["snippet"])
+        )
     stdout_console().print(table)
 
 
@@ -206,11 +257,11 @@ def recall(
     with _open(hermes_home) as db:
         records = db.recall_records(session_id, summary_id, deep=deep)
     if as_json:
-        emit_json(records)
+        _emit_json(records)
         return
     for r in records:
-        click.echo(f"--- #{r['id']} {r['message']['role']}")
-        click.echo(_full_text(r["message"]))
+        click.echo(f"--- #{r['id']} {_visible(r['message']['role'])}")
+        click.echo(_visible(_full_text(r["message"])))
 
 
 def _full_text(message: dict[str, Any]) -> str:
@@ -222,21 +273,24 @@ def _full_text(message: dict[str, Any]) -> str:
 
 
 def _markdown(session: dict[str, Any], records: list[dict[str, Any]]) -> Iterator[str]:
-    yield f"# {session['title'] or 'Session'} ({session['id']})\n"
-    yield f"source: {session['source']} · model: {session['model'] or '-'} · started: "
+    """A session as Markdown, for reading: controls shown as escapes (JSONL keeps all)."""
+    v = _visible
+    yield f"# {v(session['title'] or 'Session')} ({v(session['id'])})\n"
+    yield f"source: {v(session['source'])} · model: {v(session['model'] or '-')} · started: "
     yield f"{_when(session['started_at'])} UTC\n"
     for r in records:
         m = r["message"]
-        name = f" `{r['tool_name']}`" if r["tool_name"] else ""
+        name = f" `{v(r['tool_name'])}`" if r["tool_name"] else ""
         flags = f" ({_flags(r)})" if _flags(r) else ""
-        yield f"\n## {m['role']}{name} #{r['id']}{flags}\n\n"
-        text = content_text(m.get("content"))
+        yield f"\n## {v(m['role'])}{name} #{r['id']}{flags}\n\n"
+        text = v(content_text(m.get("content")))
         if text:
             fence = "```" if m["role"] == "tool" else ""
             yield f"{fence}\n{text}\n{fence}\n" if fence else f"{text}\n"
         for call in m.get("tool_calls") or ():
             fn = call.get("function") or {}
-            yield f"\ncall `{fn.get('name')}`:\n\n```json\n{fn.get('arguments')}\n```\n"
+            args = v(str(fn.get("arguments")))
+            yield f"\ncall `{v(str(fn.get('name')))}`:\n\n```json\n{args}\n```\n"
 
 
 @sessions.command()
@@ -262,9 +316,7 @@ def export(
         session = db.get_session(session_id)
     assert session is not None
     if fmt == "jsonl":
-        chunks: Iterator[str] = (
-            json.dumps(r["message"], ensure_ascii=False) + "\n" for r in records
-        )
+        chunks: Iterator[str] = (_json_text(r["message"]) + "\n" for r in records)
     else:
         chunks = _markdown(session, records)
     if output is None:
@@ -278,17 +330,26 @@ def export(
 def _write_atomically(path: Path, chunks: Iterator[str]) -> None:
     """Write through a temporary file, so a failed export leaves no half file behind.
 
-    A missing folder is an error, not created: a mistyped path should not
-    silently make directories.
+    The temporary file gets a fresh random name, created exclusively (never
+    through a symlink someone planted) with mode 0600, next to ``path``, then
+    renamed over it. A missing folder is an error, not created: a mistyped
+    path should not silently make directories.
     """
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        with tmp.open("w", encoding="utf-8") as fh:
-            fh.writelines(chunks)
-        tmp.replace(path)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise StoreError(f"cannot write {path}: {exc.strerror or exc}", path=str(path)) from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.writelines(chunks)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(name, path)
+    except BaseException as exc:
+        Path(name).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise StoreError(f"cannot write {path}: {exc.strerror or exc}", path=str(path)) from exc
+        raise
 
 
 @sessions.command("import")
@@ -308,13 +369,15 @@ def import_cmd(
     as_json: bool,
 ) -> None:
     """Import a message file (JSON array, JSONL, or {"messages": [...]}) as a new session."""
+    from rich.markup import escape
     from rich.progress import Progress
 
     messages = read_messages(str(file))
     console = stderr_console()
     with _open(hermes_home) as db:
         with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
-            task = bar.add_task(f"importing {file.name}", total=len(messages))
+            # The description is read as markup: a file name like "[/x].json" must not be.
+            task = bar.add_task(f"importing {escape(_visible(file.name))}", total=len(messages))
             try:
                 sid = db.import_session(
                     messages,
@@ -327,7 +390,7 @@ def import_cmd(
                 # Name the file: the store's message only knows the message index.
                 raise InputFileError(str(file), str(exc)) from exc
     if as_json:
-        emit_json({"session_id": sid, "messages": len(messages)})
+        _emit_json({"session_id": sid, "messages": len(messages)})
     else:
         noun = "message" if len(messages) == 1 else "messages"
         click.echo(f"imported {len(messages)} {noun} into session {sid}")
@@ -348,10 +411,11 @@ def delete(session_id: str, cascade: bool, yes: bool, hermes_home: str | None) -
             raise SessionNotFoundError(session_id)
         if not yes:
             click.confirm(
-                f"delete session {session_id} ({session['message_count']} messages)?", abort=True
+                f"delete session {_visible(session_id)} ({session['message_count']} messages)?",
+                abort=True,
             )
         deleted = db.delete_session(session_id, cascade=cascade)
-    click.echo(f"deleted session {session_id} ({deleted} messages)")
+    click.echo(f"deleted session {_visible(session_id)} ({deleted} messages)")
 
 
 @sessions.command()

@@ -1,4 +1,4 @@
-"""Lossless compaction: persisting a ``CompressionResult`` and recalling what it replaced.
+"""Lossless compaction: persisting a compression result and recalling what it replaced.
 
 Two modes, as in the seed (1.7): *in place* keeps the session id, marks the
 replaced rows ``active=0, compacted=1`` (never deleting them) and inserts the
@@ -6,6 +6,10 @@ summary and stand-in rows; *rotation* ends the session with end_reason
 ``compression`` and carries on in a child session with the same title. Either
 way every new row records in ``message_sources`` which stored rows it stands
 for, so ``recall`` can hand back the originals.
+
+The session store sits below the compression package (SPEC 1): it takes a
+result as anything with the fields of ``CompressionResult``
+(``CompressionOutcome``) and a compressor through the ``Compressor`` protocol.
 """
 
 from __future__ import annotations
@@ -14,10 +18,9 @@ import json
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ..compression.result import CompressionResult
 from ..errors import StoreError
 from . import queries
 from .errors import SessionNotFoundError
@@ -29,7 +32,44 @@ if TYPE_CHECKING:
 END_REASON_COMPRESSION = "compression"
 
 
-class Compressor(Protocol):
+class LossReport(Protocol):
+    """The loss report of a compression, stored with the compaction as JSON."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-serialisable data."""
+        ...
+
+
+class CompressionOutcome(Protocol):
+    """What persisting needs of a compression result (``CompressionResult`` has it).
+
+    ``lineage[j]`` lists the input indices output message ``j`` stands for.
+    """
+
+    @property
+    def messages(self) -> Sequence[Mapping[str, Any]]: ...
+    @property
+    def lineage(self) -> Sequence[Sequence[int]]: ...
+    @property
+    def tokens_before(self) -> int: ...
+    @property
+    def tokens_after(self) -> int: ...
+    @property
+    def dropped(self) -> int: ...
+    @property
+    def used_fallback(self) -> bool: ...
+    @property
+    def aborted(self) -> bool: ...
+    @property
+    def report(self) -> LossReport: ...
+    @property
+    def compressor_state(self) -> Mapping[str, Any] | None: ...
+
+
+R = TypeVar("R", bound=CompressionOutcome, covariant=True)
+
+
+class Compressor(Protocol[R]):
     """What ``compress_session`` needs of a compressor (``ContextCompressor`` has it)."""
 
     def compress(
@@ -39,7 +79,7 @@ class Compressor(Protocol):
         force: bool = False,
         focus: str | None = None,
         target_tokens: int | None = None,
-    ) -> CompressionResult:
+    ) -> R:
         """Compress ``messages``; never mutate them."""
         ...
 
@@ -52,13 +92,42 @@ class Compressor(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """One compression as plain data: what ``persist`` writes (the caller's result is untouched)."""
+
+    messages: Sequence[Mapping[str, Any]]
+    lineage: Sequence[Sequence[int]]
+    tokens_before: int
+    tokens_after: int
+    dropped: int
+    used_fallback: bool
+    aborted: bool
+    report: dict[str, Any]
+    state: Mapping[str, Any] | None
+
+    @classmethod
+    def of(cls, result: CompressionOutcome, state: Mapping[str, Any] | None) -> _Plan:
+        return cls(
+            messages=list(result.messages),
+            lineage=[list(span) for span in result.lineage],
+            tokens_before=result.tokens_before,
+            tokens_after=result.tokens_after,
+            dropped=result.dropped,
+            used_fallback=bool(result.used_fallback),
+            aborted=bool(result.aborted),
+            report=result.report.to_dict(),
+            state=result.compressor_state if state is None else state,
+        )
+
+
 def _reconcile(
     conn: sqlite3.Connection,
     session_id: str,
     before: Sequence[Mapping[str, Any]],
-    result: CompressionResult,
+    result: _Plan,
     path: str | None,
-) -> tuple[Sequence[Mapping[str, Any]], CompressionResult, list[int]]:
+) -> tuple[Sequence[Mapping[str, Any]], _Plan, list[int]]:
     """Match ``before`` with the stored live messages; return before, result and row ids.
 
     ``before`` may run past what is stored (the unsaved tail is appended now)
@@ -84,7 +153,7 @@ def _reconcile(
     return before, result, ids
 
 
-def _check_lineage(result: CompressionResult, n_before: int, path: str | None) -> None:
+def _check_lineage(result: _Plan, n_before: int, path: str | None) -> None:
     if len(result.lineage) != len(result.messages):
         raise StoreError(
             f"the compression result has {len(result.messages)} messages but lineage for "
@@ -101,7 +170,7 @@ def _check_lineage(result: CompressionResult, n_before: int, path: str | None) -
             )
 
 
-def _kept(result: CompressionResult, before: Sequence[Mapping[str, Any]]) -> dict[int, int]:
+def _kept(result: _Plan, before: Sequence[Mapping[str, Any]]) -> dict[int, int]:
     """Output index -> input index, for the messages kept verbatim."""
     kept: dict[int, int] = {}
     used: set[int] = set()
@@ -113,9 +182,7 @@ def _kept(result: CompressionResult, before: Sequence[Mapping[str, Any]]) -> dic
     return kept
 
 
-def _insert_compaction(
-    conn: sqlite3.Connection, session_id: str, result: CompressionResult, mode: str
-) -> int:
+def _insert_compaction(conn: sqlite3.Connection, session_id: str, result: _Plan, mode: str) -> int:
     cur = conn.execute(
         "INSERT INTO compactions (session_id, mode, created_at, tokens_before, tokens_after,"
         " dropped, used_fallback, report) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -127,7 +194,7 @@ def _insert_compaction(
             result.tokens_after,
             result.dropped,
             int(result.used_fallback),
-            json.dumps(result.report.to_dict(), ensure_ascii=False, default=str),
+            json.dumps(result.report, ensure_ascii=False, default=str),
         ),
     )
     return int(cur.lastrowid or 0)
@@ -157,7 +224,7 @@ def _apply_in_place(
     session_id: str,
     before: Sequence[Mapping[str, Any]],
     ids: Sequence[int],
-    result: CompressionResult,
+    result: _Plan,
 ) -> None:
     compaction_id = _insert_compaction(conn, session_id, result, "in_place")
     kept = _kept(result, before)
@@ -180,7 +247,7 @@ def _apply_rotation(
     session: Mapping[str, Any],
     before: Sequence[Mapping[str, Any]],
     ids: Sequence[int],
-    result: CompressionResult,
+    result: _Plan,
 ) -> str:
     parent_id = session["id"]
     child_id = queries.insert_session(
@@ -236,13 +303,15 @@ def persist(
     conn: sqlite3.Connection,
     session_id: str,
     before: Sequence[Mapping[str, Any]],
-    result: CompressionResult,
+    outcome: CompressionOutcome,
     *,
     in_place: bool,
+    compressor_state: Mapping[str, Any] | None = None,
     path: str | None = None,
 ) -> str:
     """Persist one compression (see ``SessionDB.persist_compression``); inside a transaction."""
     session = queries.require_session(conn, session_id, path=path)
+    result = _Plan.of(outcome, compressor_state)
     changes = not result.aborted and bool(result.messages)
     if changes:
         _check_lineage(result, len(before), path)
@@ -257,7 +326,7 @@ def persist(
             "UPDATE sessions SET compression_count = compression_count + 1 WHERE id = ?",
             (carried,),
         )
-    state = result.compressor_state
+    state = result.state
     if state is None and carried != session_id:
         state = session["compressor_state"]
     if state is not None:
@@ -331,7 +400,7 @@ def _expand(conn: sqlite3.Connection, source_ids: list[int]) -> list[int]:
     return list(dict.fromkeys(out))
 
 
-def attach_compressor(db: SessionDB, session_id: str, compressor: Compressor) -> bool:
+def attach_compressor(db: SessionDB, session_id: str, compressor: Compressor[Any]) -> bool:
     """Restore the anti-thrash state stored for ``session_id`` into ``compressor``.
 
     Returns:
@@ -347,26 +416,34 @@ def attach_compressor(db: SessionDB, session_id: str, compressor: Compressor) ->
 def compress_session(
     db: SessionDB,
     session_id: str,
-    compressor: Compressor,
+    compressor: Compressor[R],
     *,
     in_place: bool = True,
     force: bool = False,
     focus: str | None = None,
     target_tokens: int | None = None,
-) -> tuple[str, CompressionResult]:
+) -> tuple[str, R]:
     """Compress a stored session and persist the result (``compress --session``).
 
     Loads the live messages, restores the stored anti-thrash state into the
     compressor, compresses, persists (in place, or rotating into a child
     session) and saves the compressor's new state on the session that carries on.
+    A result that is not smaller (refused, nothing to summarise) records nothing.
 
     Returns:
-        The id of the session that carries on, and the compression result.
+        The id of the session that carries on, and the compressor's result
+        (as returned: the state saved comes from ``compressor.get_state()``
+        when the result carries none, without writing it into the result).
     """
     attach_compressor(db, session_id, compressor)
     before = db.get_messages(session_id)
     result = compressor.compress(before, force=force, focus=focus, target_tokens=target_tokens)
-    if result.compressor_state is None:
-        result.compressor_state = compressor.get_state()
-    carried = db.persist_compression(session_id, before, result, in_place=in_place)
+    if not result.aborted and result.tokens_after >= result.tokens_before:
+        return session_id, result  # refused or no smaller: nothing to record
+    state = result.compressor_state
+    if state is None:
+        state = compressor.get_state()
+    carried = db.persist_compression(
+        session_id, before, result, in_place=in_place, compressor_state=state
+    )
     return carried, result

@@ -3,13 +3,19 @@
 Every connection runs in autocommit mode; writes go through ``write`` (one
 ``BEGIN IMMEDIATE`` transaction, retried as a whole when another process holds
 the lock past the busy timeout), reads through ``read`` (one snapshot).
+
+A new database file is created readable by its owner only, like the memory
+files; SQLite gives its ``-wal`` and ``-shm`` files the same mode. A database
+the process may not write (the file or its folder) is opened read-only.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -25,6 +31,10 @@ BUSY_TIMEOUT_SECONDS = 10.0
 # (WAL recovery and checkpoints can report busy without invoking the handler).
 BUSY_RETRIES = 12
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+# Sessions are private conversations: owner read/write only, as the memory files are.
+DB_FILE_MODE = 0o600
+# Opening read-only fails with these when the folder cannot hold the -shm file.
+_NO_SHM_CODES = (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN)
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -51,6 +61,45 @@ def retry_busy(fn: Callable[[], T], *, retries: int | None = None) -> T:
         time.sleep(delay * (1 + random.random()))
         delay = min(delay * 2, 1.0)
     raise AssertionError("unreachable")
+
+
+def is_read_only_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite refusing to write a read-only database (or its folder)."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) == sqlite3.SQLITE_READONLY
+    return "readonly" in str(exc)
+
+
+def is_writable(path: Path) -> bool:
+    """Whether this process may write the existing database: the file and its folder.
+
+    SQLite writes the ``-wal``/``-shm`` files next to the database, so a
+    writable file in a read-only folder cannot be written either.
+    """
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
+
+
+def create_private(path: Path) -> None:
+    """Create an empty database file with mode ``DB_FILE_MODE``, unless something is there.
+
+    ``O_EXCL`` never follows a symlink and never touches an existing file,
+    whose mode is left as it is.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, DB_FILE_MODE)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create {path}: {exc.strerror or exc}; check the folder exists and is "
+            "writable, or point HERMES_HOME (or the path argument) somewhere else",
+            path=str(path),
+        ) from exc
+    os.close(fd)
 
 
 def check_file(path: Path) -> None:
@@ -83,16 +132,24 @@ def damaged(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
     )
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """Open one connection with the pragmas every connection needs."""
+def _open(target: str, *, uri: bool = False) -> sqlite3.Connection:
     conn = sqlite3.connect(
-        str(path),
+        target,
         timeout=BUSY_TIMEOUT_SECONDS,
         isolation_level=None,
         check_same_thread=False,
+        uri=uri,
     )
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+    return conn
+
+
+def connect(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
+    """Open one connection with the pragmas every connection needs."""
+    if read_only:
+        return _connect_read_only(path)
+    conn = _open(str(path))
     try:
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
         conn.execute("PRAGMA foreign_keys = ON")
         # NORMAL is safe in WAL mode against a process crash (only power loss can
         # drop the last commits) and makes every commit much cheaper.
@@ -100,6 +157,33 @@ def connect(path: Path) -> sqlite3.Connection:
         mode = retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
         if str(mode).lower() != "wal":
             raise StoreError(f"{path}: cannot switch to WAL mode (got {mode})", path=str(path))
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write: ``mode=ro``, or ``immutable`` in a read-only folder.
+
+    Reading a WAL database needs its ``-shm`` file; when that is missing and
+    the folder cannot hold one, no process without write access can have
+    changed the file since it was last closed cleanly, so it is read as
+    immutable (no locking, no side files).
+    """
+    base = "file:" + urllib.parse.quote(str(path.absolute())) + "?mode=ro"
+    conn = _open(base, uri=True)
+    try:
+        retry_busy(lambda: conn.execute("SELECT count(*) FROM sqlite_master").fetchone())
+        return conn
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        code = getattr(exc, "sqlite_errorcode", 0) or 0
+        if (code & 0xFF) not in _NO_SHM_CODES:
+            raise
+    conn = _open(base + "&immutable=1", uri=True)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except BaseException:
         conn.close()
         raise

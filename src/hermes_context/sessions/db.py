@@ -1,7 +1,10 @@
 """``SessionDB``: the session history in ``$HERMES_HOME/state.db`` (SPEC 4).
 
 One SQLite file in WAL mode, one connection per thread (and per process after
-a fork), every multi-step write in one ``BEGIN IMMEDIATE`` transaction.
+a fork), every multi-step write in one ``BEGIN IMMEDIATE`` transaction. A
+transaction retried after a busy error repeats no side effect of the caller's
+(progress is only reported past what was reported before), and reads write
+nothing.
 """
 
 from __future__ import annotations
@@ -14,15 +17,31 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..compression.result import CompressionResult
 from ..config import resolve_hermes_home
 from ..errors import StoreError
-from . import compaction, connection, queries, search
-from .migrations import check_not_newer, migrate
+from . import compaction, connection, indexing, queries, search
+from .migrations import check_not_newer, check_readable, migrate
 
 T = TypeVar("T")
 
 DB_FILENAME = "state.db"
+
+
+class _Progress:
+    """A progress callback that never repeats or goes back.
+
+    A transaction retried after a busy error runs again from the start; the
+    caller saw its first counts already.
+    """
+
+    def __init__(self, callback: Callable[[int], None]) -> None:
+        self._callback = callback
+        self._reported = 0
+
+    def __call__(self, done: int) -> None:
+        if done > self._reported:
+            self._reported = done
+            self._callback(done)
 
 
 class SessionDB:
@@ -30,25 +49,56 @@ class SessionDB:
 
     Args:
         path: The database file; default ``$HERMES_HOME/state.db``. It is
-            created (with its folder) when missing, upgraded when older, and
-            refused when newer or not an SQLite database.
+            created (with its folder, mode 0600) when missing, upgraded when
+            older, and refused when newer or not an SQLite database.
+        read_only: Open without writing anything; every change then raises
+            ``StoreError``. Default: read-only exactly when the file or its
+            folder is not writable by this process.
+
+    Attributes:
+        read_only: Whether this store refuses changes.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, read_only: bool | None = None
+    ) -> None:
         self.path = Path(path) if path is not None else resolve_hermes_home() / DB_FILENAME
         self._local = threading.local()
         self._lock = threading.Lock()
         self._conns: list[sqlite3.Connection] = []
         self._pid = os.getpid()
         connection.check_file(self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if read_only is None:
+            read_only = self.path.exists() and not connection.is_writable(self.path)
+        self.read_only = read_only
+        if read_only:
+            if not self.path.exists():
+                raise StoreError(
+                    f"{self.path} does not exist; a read-only store cannot create it",
+                    path=str(self.path),
+                )
+        else:
+            self._create_file()
         conn = self._conn()
         try:
             self._guard(lambda: check_not_newer(conn, path=str(self.path)))
-            self._guard(lambda: migrate(conn, begin=connection.begin_immediate))
+            if read_only:
+                self._guard(lambda: check_readable(conn, path=str(self.path)))
+            else:
+                self._guard(lambda: migrate(conn, begin=connection.begin_immediate))
         except BaseException:
             self.close()
             raise
+
+    def _create_file(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the folder {self.path.parent}: {exc.strerror or exc}",
+                path=str(self.path),
+            ) from exc
+        connection.create_private(self.path)
 
     # -- plumbing ---------------------------------------------------------
 
@@ -61,7 +111,7 @@ class SessionDB:
             self._pid = os.getpid()
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._guard(lambda: connection.connect(self.path))
+            conn = self._guard(lambda: connection.connect(self.path, read_only=self.read_only))
             self._local.conn = conn
             with self._lock:
                 self._conns.append(conn)
@@ -70,18 +120,37 @@ class SessionDB:
     def _guard(self, fn: Callable[[], T]) -> T:
         try:
             return fn()
+        except UnicodeEncodeError as exc:
+            # Message text is stored losslessly; this is an id, a filter or a title.
+            raise StoreError(
+                f"a text argument holds a lone surrogate ({exc.reason}), which is not valid "
+                "Unicode text and cannot be stored or looked up; pass valid text",
+                path=str(self.path),
+            ) from exc
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and connection.is_busy(exc):
                 raise StoreError(
                     f"{self.path} stayed locked by another process; try again", path=str(self.path)
                 ) from exc
+            if connection.is_read_only_error(exc):
+                raise self._read_only_error(str(exc)) from exc
             if isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
                 raise
             if isinstance(exc, sqlite3.OperationalError):
                 raise StoreError(f"{self.path}: {exc}", path=str(self.path)) from exc
             raise connection.damaged(self.path, exc) from exc
 
+    def _read_only_error(self, why: str) -> StoreError:
+        return StoreError(
+            f"{self.path} is read-only ({why}); nothing was changed — make the file and its "
+            "folder writable (chmod u+w) to change it",
+            path=str(self.path),
+            read_only=True,
+        )
+
     def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self.read_only:
+            raise self._read_only_error("opened read-only")
         return self._guard(lambda: connection.write(self._conn(), fn))
 
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -189,9 +258,12 @@ class SessionDB:
 
         All of them are stored, or none (one transaction).
 
+        Text with lone surrogates is stored exactly (see ``rows``).
+
         Raises:
             InvalidMessagesError: a message is not an object with a known role,
-                or holds a value that is not JSON or a lone surrogate.
+                holds a value that is not JSON (or is nested too deeply), or a
+                surrogate pair split into two characters.
             SessionNotFoundError: no such session.
         """
 
@@ -214,8 +286,11 @@ class SessionDB:
         """Create a session holding ``messages`` in one transaction; return its id.
 
         Args:
-            progress: Called with the number of messages stored so far.
+            progress: Called with the number of messages stored so far;
+                increasing, never twice with one count (not even when a busy
+                database makes the transaction run again).
         """
+        report = _Progress(progress) if progress is not None else None
 
         def run(conn: sqlite3.Connection) -> str:
             sid = queries.insert_session(
@@ -228,7 +303,7 @@ class SessionDB:
                 user_id=user_id,
                 path=str(self.path),
             )
-            queries.append(conn, sid, messages, progress=progress)
+            queries.append(conn, sid, messages, progress=report)
             return sid
 
         return self._write(run)
@@ -284,9 +359,10 @@ class SessionDB:
         self,
         session_id: str,
         before: Sequence[Mapping[str, Any]],
-        result: CompressionResult,
+        result: compaction.CompressionOutcome,
         *,
         in_place: bool = True,
+        compressor_state: Mapping[str, Any] | None = None,
     ) -> str:
         """Store a compression of ``before`` (the session's live messages); lose nothing.
 
@@ -296,15 +372,26 @@ class SessionDB:
         the same title carries on. Messages at the end of ``before`` that are
         not stored yet are appended first; messages another writer stored
         after ``before`` was read stay, after the compressed ones. An aborted
-        result changes no message. The result's ``compressor_state`` is saved on the session
-        that carries on. All in one transaction.
+        result changes no message. The result's ``compressor_state`` (or
+        ``compressor_state`` when given) is saved on the session that carries
+        on. All in one transaction.
+
+        Args:
+            result: A ``CompressionResult``, or any object with its fields
+                (``compaction.CompressionOutcome``); it is not modified.
 
         Returns:
             The id of the session that carries on.
         """
         return self._write(
             lambda c: compaction.persist(
-                c, session_id, before, result, in_place=in_place, path=str(self.path)
+                c,
+                session_id,
+                before,
+                result,
+                in_place=in_place,
+                compressor_state=compressor_state,
+                path=str(self.path),
             )
         )
 
@@ -424,14 +511,5 @@ class SessionDB:
         )
 
     def rebuild_search_index(self) -> int:
-        """Rebuild the full-text index from the messages; return the rows indexed."""
-
-        def run(conn: sqlite3.Connection) -> int:
-            conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
-            conn.execute(
-                "INSERT INTO messages_fts(rowid, body) "
-                "SELECT id, coalesce(search_text, content, '') FROM messages"
-            )
-            return int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
-
-        return self._write(run)
+        """Recompute every message's search text and rebuild the index; return the rows indexed."""
+        return self._write(indexing.rebuild_index)

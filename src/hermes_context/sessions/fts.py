@@ -8,20 +8,28 @@ a one-character run stays as it is) and everything else is left to the
 ``porter unicode61`` tokenizer, which stems English. Queries are segmented the
 same way, so a CJK word becomes a phrase of consecutive bigrams.
 
+The derived text is also *decoded* and *folded*: a tool result or tool-call
+arguments that are JSON are indexed as their decoded string values (so a word
+after an escaped ``\\n`` is a word of its own), text is NFKC-normalised (full-width
+``ｆｕｌｌ`` is ``full``) and lone surrogates, which SQLite cannot hold as text, become
+U+FFFD. Queries are folded the same way.
+
 The derived text is computed in Python when a message is written and stored
 in ``messages.search_text`` (NULL when it equals the plain content); triggers
 copy it into the index, so any connection (the CLI, a rebuild, another
 process) keeps the index in sync without an application-defined SQL function.
+When these rules change, a migration recomputes the stored text
+(``indexing.recompute_search_text``).
 """
 
 from __future__ import annotations
 
-import json
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from ..messages import content_text
+from ..messages import content_text, json_loads_or_none, without_lone_surrogates
 
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 
@@ -62,21 +70,22 @@ def segment_cjk(text: str) -> str:
     return CJK_RUN_RE.sub(lambda m: " " + " ".join(bigrams(m.group())) + " ", text)
 
 
-def _argument_text(arguments: Any) -> str:
-    """Searchable text of tool-call arguments: the string leaves of the JSON, else the raw text."""
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False)
-    try:
-        data = json.loads(arguments)
-    except ValueError:
-        return arguments
+def fold(text: str) -> str:
+    """Text as the index compares it: lone surrogates replaced, NFKC-normalised."""
+    if text.isascii():
+        return text
+    return unicodedata.normalize("NFKC", without_lone_surrogates(text))
+
+
+def _json_leaves(data: Any) -> str:
+    """The string and number values of decoded JSON, one per line, in document order."""
     leaves: list[str] = []
     stack = [data]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
             leaves.append(item)
-        elif isinstance(item, dict):
+        elif isinstance(item, Mapping):
             stack.extend(reversed(list(item.values())))
         elif isinstance(item, list):
             stack.extend(reversed(item))
@@ -85,9 +94,34 @@ def _argument_text(arguments: Any) -> str:
     return "\n".join(leaves)
 
 
+def _argument_text(arguments: Any) -> str:
+    """Searchable text of tool-call arguments: the values of the JSON, else the raw text."""
+    if not isinstance(arguments, str):
+        return _json_leaves(arguments)
+    data = json_loads_or_none(arguments)  # None too for JSON nested too deep to decode
+    return arguments if data is None else _json_leaves(data)
+
+
+def _tool_output_text(text: str) -> str:
+    """A tool result as search sees it: a JSON object or array decoded to its values.
+
+    Tools often answer ``{"output": "...\\nKeyError: ...", "exit_code": 1}``;
+    indexed raw, the escape glues ``n`` to the next word. Anything else
+    (plain text, invalid or too deeply nested JSON) is indexed as it is.
+    """
+    if not text.lstrip().startswith(("{", "[")):
+        return text
+    data = json_loads_or_none(text)
+    return _json_leaves(data) if isinstance(data, (dict, list)) else text
+
+
 def indexed_text(message: Mapping[str, Any]) -> str:
-    """Everything of ``message`` that search should find: content, tool names and arguments."""
-    parts = [content_text(message.get("content"))]
+    """Everything of ``message`` that search should find: content, tool names and arguments.
+
+    A JSON tool result and JSON arguments contribute their decoded values.
+    """
+    content = content_text(message.get("content"))
+    parts = [_tool_output_text(content) if message.get("role") == "tool" else content]
     calls = message.get("tool_calls")
     if isinstance(calls, list):
         for call in calls:
@@ -99,7 +133,7 @@ def indexed_text(message: Mapping[str, Any]) -> str:
 
 def search_text_for(message: Mapping[str, Any]) -> str | None:
     """The derived text to store in ``messages.search_text``; None when the content says it all."""
-    text = segment_cjk(indexed_text(message))
+    text = segment_cjk(fold(indexed_text(message)))
     content = message.get("content")
     if isinstance(content, str) and text == content:
         return None
@@ -126,7 +160,7 @@ def quote_query(query: str, *, any_term: bool = False) -> str | None:
         The expression, or None when the text holds no searchable word.
     """
     # SQLite ends a string at NUL, leaving an unterminated phrase: split there instead.
-    words = query.replace("\x00", " ").split()
+    words = fold(query).replace("\x00", " ").split()
     phrases = [p for p in (_quote_term(t) for t in words) if p]
     if not phrases:
         return None
@@ -139,6 +173,7 @@ def raw_query(query: str) -> str:
     Inside a quoted phrase the bigrams stay a phrase; outside one they become a
     quoted phrase of their own, so ``数据库 OR cache`` keeps its meaning.
     """
+    query = fold(query)
     out: list[str] = []
     pos = 0
     for m in _RAW_PHRASE_RE.finditer(query):
@@ -154,6 +189,6 @@ def _segment_bare(text: str) -> str:
 
 
 def query_terms(query: str) -> list[str]:
-    """The words of a query, for locating a match when building a snippet."""
-    words = re.findall(r"\w+", query)
+    """The (folded) words of a query, for ranking and for locating a match in a snippet."""
+    words = re.findall(r"\w+", fold(query))
     return [w for w in words if w.upper() not in ("AND", "OR", "NOT", "NEAR")]

@@ -19,13 +19,15 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
+import unicodedata
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..messages import without_lone_surrogates
 from .connection import is_busy
 from .errors import SearchQueryError
-from .fts import CJK_RUN_RE, bigrams, indexed_text, query_terms, quote_query, raw_query
+from .fts import CJK_RUN_RE, bigrams, fold, indexed_text, query_terms, quote_query, raw_query
 from .rows import MESSAGE_COLUMNS, row_to_message
 
 # Newest matching rows ranked per round (see the module docstring).
@@ -216,11 +218,35 @@ def _find(text_lower: str, term: str) -> int:
     return -1
 
 
-def make_snippet(text: str, terms: Sequence[str], *, width: int = SNIPPET_CHARS) -> str:
-    """About ``width`` characters of ``text`` around the first match of ``terms``."""
+def _folded_lower(text: str) -> tuple[str, list[int] | None]:
+    """``text`` folded as the index folds it, lower-cased, and where each character came from.
+
+    The positions are None when folding keeps every character in place.
+    """
     lower = text.lower()
+    if text.isascii() or (len(lower) == len(text) and unicodedata.is_normalized("NFKC", text)):
+        return lower, None
+    chars: list[str] = []
+    origin: list[int] = []
+    for i, ch in enumerate(text):
+        folded = fold(ch).lower()
+        chars.append(folded)
+        origin.extend([i] * len(folded))
+    return "".join(chars), origin
+
+
+def make_snippet(text: str, terms: Sequence[str], *, width: int = SNIPPET_CHARS) -> str:
+    """About ``width`` characters of ``text`` around the first match of ``terms``.
+
+    Terms are located as search matches them (NFKC-folded), the snippet shows
+    the stored text; a lone surrogate in it is replaced.
+    """
+    text = without_lone_surrogates(text)
+    lower, origin = _folded_lower(text)
     found = [p for p in (_find(lower, t) for t in terms) if p >= 0]
     at = min(found) if found else 0
+    if origin is not None and found:
+        at = origin[at]
     start = max(0, at - width // 3)
     end = min(len(text), start + width)
     body = " ".join(text[start:end].split())

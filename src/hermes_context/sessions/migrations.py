@@ -3,7 +3,9 @@
 ``PRAGMA user_version`` holds the number of the last migration applied; each
 migration runs in its own ``BEGIN IMMEDIATE`` transaction together with the
 bump of that number, so a crash leaves the database at a whole version. Never
-edit a released migration: add a new one at the end.
+edit a released migration: add a new one at the end. A migration is an SQL
+script, a Python step (for data only Python can compute, such as the derived
+search text), or both.
 """
 
 from __future__ import annotations
@@ -15,15 +17,24 @@ from dataclasses import dataclass
 
 from ..errors import StoreError
 from .fts import FTS_TOKENIZER
+from .indexing import recompute_search_text
 
 
 @dataclass(frozen=True)
 class Migration:
-    """One schema step: its number, a name for the log, and the SQL script."""
+    """One schema step: its number, a name for the log, the SQL script and a Python step.
+
+    Attributes:
+        run: Called with the connection after the script, in the same transaction.
+        changes_schema: False for a step that only recomputes data: a database
+            that cannot be upgraded (read-only) is still readable before it.
+    """
 
     version: int
     name: str
-    sql: str
+    sql: str = ""
+    run: Callable[[sqlite3.Connection], object] | None = None
+    changes_schema: bool = True
 
 
 _M001 = """
@@ -126,8 +137,13 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions_and_messages", _M001),
     Migration(2, "messages_fts", _M002),
     Migration(3, "compactions_and_lineage", _M003),
+    # Search text of JSON tool results and arguments decoded, NFKC-folded, lone
+    # surrogates replaced: recomputed in Python for every stored message.
+    Migration(4, "search_text_decoded_and_folded", run=recompute_search_text, changes_schema=False),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
+# The oldest version whose tables this code reads (later steps only recompute data).
+READABLE_VERSION = max(m.version for m in MIGRATIONS if m.changes_schema)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
@@ -175,6 +191,8 @@ def migrate(
             if schema_version(conn) < migration.version:
                 for statement in _split_statements(migration.sql):
                     conn.execute(statement)
+                if migration.run is not None:
+                    migration.run(conn)
                 conn.execute(
                     "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
                     (migration.version, migration.name, time.time()),
@@ -197,4 +215,18 @@ def check_not_newer(conn: sqlite3.Connection, *, path: str) -> None:
             path=path,
             schema_version=found,
             supported_version=SCHEMA_VERSION,
+        )
+
+
+def check_readable(conn: sqlite3.Connection, *, path: str) -> None:
+    """Refuse a database that must be upgraded before it can be read but cannot be written."""
+    found = schema_version(conn)
+    if found < READABLE_VERSION:
+        raise StoreError(
+            f"{path} is read-only and at schema version {found}, older than this "
+            f"hermes-context can read ({READABLE_VERSION}); open it once with write access "
+            "(make the file and its folder writable) so it can be upgraded",
+            path=path,
+            schema_version=found,
+            read_only=True,
         )

@@ -14,7 +14,14 @@ from typing import Any
 
 from ..errors import StoreError
 from .errors import SessionNotFoundError
-from .rows import INSERT_COLUMNS, MESSAGE_COLUMNS, message_to_row, row_to_message, tool_names_of
+from .rows import (
+    INSERT_COLUMNS,
+    MESSAGE_COLUMNS,
+    is_storable_text,
+    message_to_row,
+    row_to_message,
+    tool_names_of,
+)
 
 SESSION_COLUMNS = (
     "id",
@@ -55,6 +62,8 @@ RECORD_SELECT = (
 )
 # Largest rowid / integer SQLite stores; bigger Python ints overflow when bound.
 MAX_ID = 2**63 - 1
+# Integers up to this size are shown whole in error messages (128 bits: 39 digits).
+_SHOWN_BITS = 128
 # How many messages one ``executemany`` gets while importing, between progress calls.
 IMPORT_CHUNK = 500
 
@@ -84,6 +93,8 @@ def record_to_dict(row: Sequence[Any]) -> dict[str, Any]:
 
 def fetch_session(conn: sqlite3.Connection, session_id: str) -> dict[str, Any] | None:
     """The session row as a dict, or None."""
+    if not isinstance(session_id, str) or not is_storable_text(session_id):
+        return None  # no stored id is like that (and binding it would raise)
     row = conn.execute(f"{SESSION_SELECT} WHERE id = ?", (session_id,)).fetchone()
     return session_to_dict(row) if row else None
 
@@ -102,11 +113,44 @@ def require_session(
     return session
 
 
+def describe(value: Any) -> str:
+    """``repr(value)`` for an error message, short even for a 5,000-digit integer."""
+    if isinstance(value, int) and value.bit_length() > _SHOWN_BITS:
+        # repr() of a huge int is slow, and refused past 4,300 digits.
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_integer(value: Any, name: str, low: int, high: int = MAX_ID) -> int:
+    """An integer argument bound for SQLite: ``low`` to ``high`` (at most 2**63-1).
+
+    Raises:
+        ValueError: not an integer (bools are not), or out of range.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        upper = "2**63-1" if high == MAX_ID else str(high)
+        raise ValueError(f"{name} must be an integer from {low} to {upper}, got {describe(value)}")
+    return value
+
+
 def check_limit(limit: Any) -> int:
     """A result limit: a positive integer (SQLite reads a negative LIMIT as "no limit")."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_ID:
-        raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        raise ValueError(f"limit must be a positive integer up to 2**63-1, got {describe(limit)}")
     return limit
+
+
+def _check_session_text(fields: Mapping[str, Any], path: str | None) -> None:
+    for name, value in fields.items():
+        if value is not None and not isinstance(value, str):
+            raise StoreError(f"{name} must be a string, got {describe(value)}", path=path)
+        if isinstance(value, str) and not is_storable_text(value):
+            raise StoreError(
+                f"{name} {value!r} holds a lone surrogate, which is not valid Unicode text and "
+                "cannot be stored; pass valid text",
+                path=path,
+            )
 
 
 def owned_by(session: dict[str, Any] | None, user_id: str | None) -> bool:
@@ -168,6 +212,11 @@ def insert_session(
     path: str | None = None,
 ) -> str:
     """Insert a session row; a child inherits its parent's lineage root and user."""
+    _check_session_text(
+        {"session id": session_id, "source": source, "model": model, "title": title,
+         "user_id": user_id},
+        path,
+    )  # fmt: skip
     sid = session_id or new_session_id()
     root = sid
     if parent_session_id is not None:

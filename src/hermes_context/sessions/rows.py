@@ -5,7 +5,13 @@ A message is stored as its standard keys in their own columns (``role``,
 every other key, ``_`` metadata included, as JSON in ``extra``; a key whose
 value has an unexpected type also goes to ``extra``, and an unusual key order
 is kept in ``key_order``. Rebuilding from those columns gives back exactly the
-dict that went in, keys in the same order. ``tool_name``,
+dict that went in, keys in the same order.
+
+Text with a lone surrogate (``"\\ud800"`` decoded from JSON) is valid in Python
+but cannot be bound to SQLite as UTF-8. Such a string is kept exactly all the
+same: a standard key holding one goes to ``extra``, and JSON columns write the
+surrogate as its ``\\uXXXX`` escape, which decodes back to the same string.
+``tool_name``,
 ``timestamp``, ``token_estimate``, ``is_summary`` and ``search_text`` are
 derived columns for queries and display only.
 """
@@ -13,12 +19,14 @@ derived columns for queries and display only.
 from __future__ import annotations
 
 import json
+import math
+import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import InvalidMessagesError
-from ..messages import VALID_ROLES, is_summary
+from ..messages import VALID_ROLES, is_summary, without_lone_surrogates
 from ..tokens import estimate_message_tokens_rough
 from .fts import search_text_for
 
@@ -53,17 +61,65 @@ MESSAGE_COLUMNS = (
 _STANDARD_ORDER = ("role", "content", "tool_calls", "tool_call_id")
 # Metadata keys whose numeric value is taken as the message's wall-clock time.
 _TIMESTAMP_KEYS = ("timestamp", "_timestamp")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+# A high surrogate followed by a low one: JSON would read the two back as one character.
+_SPLIT_PAIR_RE = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def is_storable_text(text: str) -> bool:
+    """Whether SQLite can take ``text`` as it is (no lone surrogate)."""
+    return text.isascii() or not _SURROGATE_RE.search(text)
+
+
+def json_text(text: str) -> str:
+    """JSON text safe to encode as UTF-8: each lone surrogate written as its ``\\uXXXX`` escape.
+
+    A raw surrogate can only sit inside a JSON string, where the escape means
+    the same character, so the text still decodes to the same value.
+    """
+    if is_storable_text(text):
+        return text
+    return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _escape_surrogates(encoded: str, index: int, key: str) -> str:
+    if not is_storable_text(encoded) and _SPLIT_PAIR_RE.search(encoded):
+        raise InvalidMessagesError(
+            f"message {index}: key {key!r} holds a surrogate pair as two separate characters, "
+            "which cannot be stored exactly; join it into one character (or drop it) first",
+            index=index,
+            rule="not_unicode",
+        )
+    return json_text(encoded)
 
 
 def _dumps(value: Any, index: int, key: str) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidMessagesError(
             f"message {index}: key {key!r} cannot be stored as JSON ({exc})",
             index=index,
             rule="not_json",
         ) from exc
+    except RecursionError as exc:
+        raise InvalidMessagesError(
+            f"message {index}: key {key!r} is nested too deeply to be stored as JSON; "
+            "flatten it or store it as a JSON string",
+            index=index,
+            rule="not_json",
+        ) from exc
+    return _escape_surrogates(text, index, key)
+
+
+def _dumps_extra(extra: Mapping[str, Any], index: int) -> str:
+    """``extra`` as JSON; a refusal names the message's own key, not ``extra``."""
+    try:
+        return _dumps(extra, index, "extra")
+    except InvalidMessagesError:
+        for key, value in extra.items():
+            _dumps({key: value}, index, key)
+        raise
 
 
 def check_message(message: Any, index: int) -> None:
@@ -92,7 +148,12 @@ def _timestamp(message: Mapping[str, Any], now: float) -> float:
     for key in _TIMESTAMP_KEYS:
         value = message.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            try:
+                seconds = float(value)
+            except OverflowError:  # an int too big for a float is no time either
+                continue
+            if math.isfinite(seconds):
+                return seconds
     return now
 
 
@@ -130,12 +191,13 @@ def message_to_row(
     """
     check_message(message, index)
     content = message.get("content")
-    text = content if isinstance(content, str) else None
+    # A string SQLite cannot take goes to ``extra`` (JSON), which keeps it exactly.
+    text = content if isinstance(content, str) and is_storable_text(content) else None
     parts = _dumps(content, index, "content") if isinstance(content, list) else None
     calls = message.get("tool_calls")
     calls_json = _dumps(calls, index, "tool_calls") if isinstance(calls, list) else None
     call_id = message.get("tool_call_id")
-    call_id = call_id if isinstance(call_id, str) else None
+    call_id = call_id if isinstance(call_id, str) and is_storable_text(call_id) else None
     columns = {"role"}  # keys held by their own column; the rest goes to ``extra``
     if text is not None or parts is not None:
         columns.add("content")
@@ -148,6 +210,8 @@ def message_to_row(
     if message["role"] == "tool":
         name = message.get("name")
         tool_name = name if isinstance(name, str) else tool_names.get(call_id or "")
+        # Derived, for display and queries only: a lone surrogate may be replaced.
+        tool_name = without_lone_surrogates(tool_name) if tool_name else tool_name
     row = (
         session_id,
         seq,
@@ -160,34 +224,33 @@ def message_to_row(
         _timestamp(message, time.time() if now is None else now),
         estimate_message_tokens_rough(message),
         1 if is_summary(message) else 0,
-        _dumps(extra, index, "extra") if extra else None,
-        _key_order(message, columns),
+        _dumps_extra(extra, index) if extra else None,
+        _key_order(message, columns, index),
         search_text_for(message),
     )
-    _check_encodable(row, index)
+    _check_storable(row, index)
     return row
 
 
-def _check_encodable(row: tuple[Any, ...], index: int) -> None:
-    """Refuse text SQLite cannot store: a lone surrogate fails only when bound, mid-insert."""
+def _check_storable(row: tuple[Any, ...], index: int) -> None:
+    """Fail before binding, not mid-insert, should any text column still hold a surrogate."""
     for value in row:
-        if isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                raise InvalidMessagesError(
-                    f"message {index}: holds a lone surrogate (U+{ord(exc.object[exc.start]):04X})"
-                    ", which is not valid Unicode text and cannot be stored",
-                    index=index,
-                    rule="not_unicode",
-                ) from exc
+        if isinstance(value, str) and not is_storable_text(value):
+            bad = _SURROGATE_RE.search(value)
+            code = ord(bad.group()) if bad else 0
+            raise InvalidMessagesError(
+                f"message {index}: holds a lone surrogate (U+{code:04X}) in a column that "
+                "cannot keep it; this is a bug in hermes-context, please report it",
+                index=index,
+                rule="not_unicode",
+            )
 
 
-def _key_order(message: Mapping[str, Any], columns: set[str]) -> str | None:
+def _key_order(message: Mapping[str, Any], columns: set[str], index: int) -> str | None:
     """The key order, when rebuilding would not give it back (NULL for the usual order)."""
     keys = list(message)
     rebuilt = [k for k in _STANDARD_ORDER if k in columns] + [k for k in keys if k not in columns]
-    return None if keys == rebuilt else json.dumps(keys, ensure_ascii=False)
+    return None if keys == rebuilt else _dumps(keys, index, "key order")
 
 
 def row_to_message(row: Sequence[Any]) -> dict[str, Any]:

@@ -319,7 +319,9 @@ def browse(
 
 def _bounded(value: Any, name: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer from {low} to {high}, got {value!r}")
+        raise ValueError(
+            f"{name} must be an integer from {low} to {high}, got {queries.describe(value)}"
+        )
     return min(max(value, low), high)
 
 
@@ -327,7 +329,8 @@ def _message_id(value: Any, name: str) -> int:
     # Refused, not clamped: a clamped id would show some other message.
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= queries.MAX_ID:
         raise ValueError(
-            f"{name} must be a message id (an integer from 1 to 2**63-1), got {value!r}"
+            f"{name} must be a message id (an integer from 1 to 2**63-1), "
+            f"got {queries.describe(value)}"
         )
     return value
 

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
-from .queries import MAX_ID
+from .queries import check_integer
+from .rows import json_text
 from .search import DEFAULT_WINDOW, MAX_LIMIT, MAX_WINDOW, message_entry
 
 if TYPE_CHECKING:
@@ -120,6 +121,8 @@ def _arguments(name: str, arguments: Mapping[str, Any] | str | None) -> dict[str
             arguments = json.loads(arguments)
         except ValueError as exc:
             raise ValueError(f"arguments are not valid JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise ValueError("arguments are not valid JSON: nested too deeply") from exc
     if not isinstance(arguments, Mapping):
         raise ValueError("arguments must be a JSON object")
     unknown = sorted(set(arguments) - _ALLOWED[name])
@@ -131,9 +134,7 @@ def _arguments(name: str, arguments: Mapping[str, Any] | str | None) -> dict[str
 
 def _integer(value: Any, name: str, low: int) -> int:
     # Bounded above by SQLite's integer range: a bigger int overflows when bound.
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_ID:
-        raise ValueError(f"{name} must be an integer from {low} to 2**63-1, got {value!r}")
-    return value
+    return check_integer(value, name, low)
 
 
 def _recall(
@@ -147,7 +148,8 @@ def _recall(
     summary_id = _integer(args["summary_message_id"], "summary_message_id", 1)
     start = _integer(args.get("start", 0), "start", 0)
     records = db.recall_records(session_id, summary_id, user_id=user_id)
-    out, used, index = [], 0, start
+    out: list[dict[str, Any]] = []
+    used, index = 0, start
     while index < len(records):
         entry = message_entry(records[index], chars=max(RECALL_CHAR_BUDGET - used, 1_000))
         used += len(entry["content"]) + sum(
@@ -201,4 +203,4 @@ def session_tool(
         data = {"error": str(exc)}
     except Exception as exc:  # anything else too: the agent loop must always get JSON back
         data = {"error": f"session tool failed: {type(exc).__name__}: {exc}"}
-    return json.dumps(data, ensure_ascii=False)
+    return json_text(json.dumps(data, ensure_ascii=False))
