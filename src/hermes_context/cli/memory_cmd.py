@@ -9,7 +9,7 @@ import click
 
 from ..config import load_config
 from ..errors import StoreError
-from ..memory import MemoryStore
+from ..memory import MemoryStore, visible
 from ._common import (
     EXIT_FAILURE,
     EXIT_NOT_FOUND,
@@ -36,6 +36,7 @@ _REASON_EXIT = {
     "unreadable": EXIT_STORE,
     "not_utf8": EXIT_STORE,
     "write_failed": EXIT_STORE,
+    "journal": EXIT_STORE,
     "store": EXIT_STORE,
 }
 
@@ -61,13 +62,15 @@ def _finish(result: dict[str, Any], as_json: bool, done: str) -> None:
         emit_json(result)
     if not result["success"]:
         if not as_json:
-            click.echo(f"error: {result['error']}", err=True)
+            click.echo(f"error: {visible(result['error'], keep_newlines=False)}", err=True)
         sys.exit(_REASON_EXIT.get(result.get("reason", ""), EXIT_FAILURE))
     if not as_json:
         if result.get("unchanged"):
             done = "Already there; nothing changed"
         n = result["entry_count"]
         click.echo(f"{done} ({result['usage']} chars, {n} entr{'y' if n == 1 else 'ies'})")
+        if result.get("warning"):
+            click.echo(f"warning: {visible(result['warning'], keep_newlines=False)}", err=True)
 
 
 def _not_found(exc: StoreError) -> Exception:
@@ -119,10 +122,10 @@ def _print_target(name: str, data: dict[str, Any]) -> None:
         line = Text(f"  {i + 1}. ")
         if i in blocked:
             line.append(f"[blocked: {', '.join(blocked[i])}] ", style="bold red")
-        line.append(entry.replace("\n", "\n     "))
+        line.append(visible(entry).replace("\n", "\n     "))
         console.print(line, soft_wrap=True)
     if data["drift"]:
-        click.echo(f"warning: {data['drift']}", err=True)
+        click.echo(f"warning: {visible(data['drift'], keep_newlines=False)}", err=True)
 
 
 def _read_text_arg(text: str) -> str:
@@ -175,26 +178,39 @@ def remove(old_text: str, target: str, hermes_home: str | None, as_json: bool) -
 @json_option
 @handle_errors
 def history(target: str | None, limit: int, hermes_home: str | None, as_json: bool) -> None:
-    """Show who wrote what: the journal of committed writes, oldest first."""
-    records = _store(hermes_home).history(target, limit=limit)
+    """Show who wrote what: the journal of writes, oldest first.
+
+    A write marked "unconfirmed" is in progress, or its writer died before the
+    journal confirmed it; the next write of that file settles it.
+    """
+    store = _store(hermes_home)
+    scan = store.journal.scan(target=target, limit=limit)
+    if scan.skipped:
+        click.echo(
+            f"warning: skipped {scan.skipped} malformed line(s) in {store.journal.path}", err=True
+        )
     if as_json:
-        emit_json(records)
+        emit_json(scan.records)
         return
-    if not records:
+    if not scan.records:
         click.echo("no memory writes recorded")
         return
     from rich.table import Table
+    from rich.text import Text
 
     table = Table("time", "action", "file", "origin", "session", "content", box=None)
-    for rec in records:
-        table.add_row(
+    for rec in scan.records:
+        action = rec["action"] + (" (unconfirmed)" if rec.get("status") == "unconfirmed" else "")
+        cells = (
             str(rec.get("time", ""))[:19].replace("T", " "),
-            str(rec.get("action", "")),
-            _FILENAMES.get(rec.get("target", ""), "?"),
+            action,
+            _FILENAMES[rec["target"]],
             str(rec.get("origin", "")),
             str(rec.get("session_id") or "-"),
             str(rec.get("content_hash", ""))[:12],
         )
+        # Text cells: journal values are shown as they are, never read as rich markup.
+        table.add_row(*(Text(visible(c, keep_newlines=False)) for c in cells))
     stdout_console().print(table)
 
 
@@ -212,26 +228,36 @@ def pending(hermes_home: str | None, as_json: bool) -> None:
     if as_json:
         emit_json([p.to_dict() for p in items])
         for bad in broken:
-            click.echo(f"warning: corrupt pending file {bad.file}: {bad.problem}", err=True)
+            click.echo(
+                f"warning: corrupt pending file {_line(bad.file)}: {_line(bad.problem)}", err=True
+            )
         return
     if not items and not broken:
         click.echo("no pending memory writes")
         return
     for item in items:
-        session = f", session {item.session_id}" if item.session_id else ""
+        session = f", session {_line(item.session_id)}" if item.session_id else ""
         click.echo(
-            f"{item.id}  {item.created}  {_FILENAMES[item.target]}  {item.kind} by {item.origin}{session}"
+            f"{item.id}  {_line(item.created)}  {_FILENAMES[item.target]}  {item.kind} "
+            f"by {_line(item.origin)}{session}"
         )
+        # One line per operation, control characters and newlines escaped: what a
+        # person reads here is exactly what approving would store.
         for op in item.operations:
-            old = f" '{op['old_text']}'" if "old_text" in op else ""
-            new = f" -> '{op['content']}'" if "content" in op else ""
+            old = f" '{_line(op['old_text'])}'" if "old_text" in op else ""
+            new = f" -> '{_line(op['content'])}'" if "content" in op else ""
             click.echo(f"    {op['action']}{old}{new}")
     if broken:
         click.echo(
             f"corrupt pending files (never applied; delete them from {store.pending.folder}):"
         )
         for bad in broken:
-            click.echo(f"  {bad.file}  corrupt: {bad.problem}")
+            click.echo(f"  {_line(bad.file)}  corrupt: {_line(bad.problem)}")
+
+
+def _line(text: str) -> str:
+    """Stored text for a one-line listing: control characters and newlines made visible."""
+    return visible(text, keep_newlines=False)
 
 
 def _pending_command(fn: Any) -> Any:
@@ -277,11 +303,12 @@ def reset(target: str | None, yes: bool, hermes_home: str | None) -> None:
     if not yes and not click.confirm(f"Empty {names}? A backup copy is kept.", default=False):
         click.echo("aborted; nothing changed", err=True)
         sys.exit(EXIT_FAILURE)
-    store = _store(hermes_home)
-    store.reset(target)
+    done = _store(hermes_home).reset(target)
     for name in [target] if target else list(_TARGETS):
-        backup = store.last_reset_backups.get(name)
-        if backup:
-            click.echo(f"reset {_FILENAMES[name]} (backup: {backup})")
-        else:
+        if name not in done:
             click.echo(f"{_FILENAMES[name]} was already empty")
+            continue
+        click.echo(f"reset {_FILENAMES[name]} (backup: {done[name]['backup']})")
+        warning = done[name]["warning"]
+        if warning:
+            click.echo(f"warning: {visible(warning, keep_newlines=False)}", err=True)

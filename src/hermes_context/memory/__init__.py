@@ -4,6 +4,7 @@ from .approval import CorruptPending, PendingWrite
 from .entries import ENTRY_DELIMITER
 from .journal import content_hash
 from .store import MEMORY_BLOCK_HEADERS, MemoryStore
+from .text_rules import visible
 from .threats import scan_for_threats
 from .tool import MEMORY_TOOL_SCHEMA, memory_tool
 
@@ -17,4 +18,5 @@ __all__ = [
     "content_hash",
     "memory_tool",
     "scan_for_threats",
+    "visible",
 ]

@@ -7,21 +7,27 @@ limits, matches and threats); rejecting deletes the file.
 
 A file that is not valid JSON or does not have that shape is *corrupt*: it is
 listed as such (``PendingQueue.corrupt``), never applied, and approving or
-rejecting it raises ``StoreError(reason="corrupt")`` naming the file.
+rejecting it raises ``StoreError(reason="corrupt")`` naming the file. A pending
+file that is a symlink (or a hard link, a FIFO, anything but a plain file of
+this folder) is never read: someone put it there to get text approved that the
+folder does not hold, so approving or rejecting it raises ``SecurityError``.
 """
 
 from __future__ import annotations
 
+import builtins
 import json
+import os
 import re
 import secrets
+import stat
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import SecurityError, StoreError
 from ._fileio import atomic_write, ensure_dir
 from .entries import TARGETS
 
@@ -34,6 +40,9 @@ KINDS = ("add", "replace", "remove", "batch")
 _ACTIONS = ("add", "replace", "remove")
 _OP_FIELDS = frozenset({"action", "content", "old_text"})
 _STR_FIELDS = ("id", "kind", "target", "origin", "created")
+# A staged write holds at most a few entries of a few thousand characters; a
+# bigger file is not one of ours and is not read into memory.
+MAX_PENDING_BYTES = 1 << 20
 
 
 @dataclass
@@ -117,11 +126,12 @@ class PendingQueue:
         """Every readable staged write, oldest first (see ``corrupt`` for the rest)."""
         return self.scan()[0]
 
-    def corrupt(self) -> list[CorruptPending]:
+    def corrupt(self) -> builtins.list[CorruptPending]:
         """The pending files that are unreadable or malformed, by file name."""
         return self.scan()[1]
 
-    def scan(self) -> tuple[list[PendingWrite], list[CorruptPending]]:
+    # ``builtins.list``: inside this class ``list`` is the method above.
+    def scan(self) -> tuple[builtins.list[PendingWrite], builtins.list[CorruptPending]]:
         """``(staged writes oldest first, corrupt files by name)``."""
         if not self.folder.is_dir():
             return [], []
@@ -139,9 +149,10 @@ class PendingQueue:
 
         Raises:
             StoreError: no such id (``reason="not_found"``) or a corrupt file.
+            SecurityError: the file is a symlink, a hard link or not a plain file.
         """
         path = self._path(pending_id)
-        if not path.is_file():
+        if not path.is_symlink() and not path.exists():
             raise StoreError(
                 f"no pending memory write with id {pending_id!r}; "
                 "list them with 'hermes-context memory pending'",
@@ -167,6 +178,11 @@ class PendingQueue:
     def _load(path: Path) -> PendingWrite:
         try:
             return _parse(path, _read(path))
+        except _Unsafe as exc:
+            raise SecurityError(
+                f"pending file {path} is refused ({exc}); it was not read. It cannot be "
+                "approved or rejected: delete it by hand."
+            ) from None
         except _Corrupt as exc:
             raise StoreError(
                 f"pending file {path} is corrupt ({exc}); it cannot be approved or "
@@ -180,15 +196,52 @@ class _Corrupt(Exception):
     """A pending file's problem (message: one line, for people)."""
 
 
+class _Unsafe(_Corrupt):
+    """A pending file that must not be read at all (a link, a FIFO, ...)."""
+
+
 def _read(path: Path) -> Any:
+    data = _read_plain_file(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise _Corrupt(f"unreadable: {exc.strerror or exc}") from None
+        return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise _Corrupt("not UTF-8 text") from None
+    except RecursionError:
+        raise _Corrupt("not valid JSON: nested too deeply") from None
     except ValueError as exc:
         raise _Corrupt(f"not valid JSON: {exc}") from None
+
+
+def _read_plain_file(path: Path) -> bytes:
+    """The bytes of a regular, singly linked file of the folder, never following a link."""
+    if path.is_symlink():
+        raise _Unsafe("it is a symbolic link; pending writes are read only from plain files")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise _Corrupt(f"unreadable: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise _Corrupt("unreadable: Is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise _Unsafe("it is not a regular file")
+        if info.st_nlink > 1:
+            raise _Unsafe(f"it is a hard link ({info.st_nlink} names for one file)")
+        if info.st_size > MAX_PENDING_BYTES:
+            raise _Corrupt(f"too large ({info.st_size:,} bytes; a staged write is a few KB)")
+        chunks, size = [], 0
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_PENDING_BYTES:
+                raise _Corrupt("too large (it grew while being read)")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise _Corrupt(f"unreadable: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
 
 
 def _short(value: Any) -> str:
@@ -234,6 +287,13 @@ def _parse(path: Path, data: Any) -> PendingWrite:
         bad = sorted(k for k in op if k not in _OP_FIELDS or not isinstance(op[k], str))
         if bad:
             raise _Corrupt(f"operations[{i}].{bad[0]} is unknown or not a string")
+    if data["kind"] != "batch" and [op["action"] for op in ops] != [data["kind"]]:
+        raise _Corrupt(
+            f"'kind' {_short(data['kind'])} must hold exactly one {data['kind']} operation, "
+            f"got {len(ops)} operation(s)"
+        )
+    if _has_lone_surrogate(data):
+        raise _Corrupt("a string holds a lone surrogate (an escape like \\ud83d)")
     return PendingWrite(
         id=data["id"],
         kind=data["kind"],
@@ -243,3 +303,11 @@ def _parse(path: Path, data: Any) -> PendingWrite:
         session_id=data.get("session_id"),
         created=data.get("created", ""),
     )
+
+
+def _has_lone_surrogate(data: Any) -> bool:
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False

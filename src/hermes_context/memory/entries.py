@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .text_rules import bad_character, structure_ids, structure_message
+
 ENTRY_DELIMITER = "\n§\n"
 # The delimiter without its newlines: a line holding only this splits entries.
 _SECTION_SIGN = "§"
@@ -73,19 +75,33 @@ def preview(text: str) -> str:
 
 
 def clean_content(content: object, *, field: str = "content") -> str:
-    """Validate and strip new entry text.
+    """Validate and strip new entry text (Windows line endings become ``\n``).
 
     Raises:
-        EntryError: the text is empty, not a string, or holds a delimiter line.
+        EntryError: the text is empty or not a string, holds a delimiter line, a
+            lone surrogate or a control character (``reason="invalid"``), or
+            imitates the prompt's block structure (``reason="security"``).
     """
     if not isinstance(content, str) or not content.strip():
         raise EntryError(f"'{field}' must be non-empty text.", reason="invalid")
-    text = content.strip()
+    text = content.replace("\r\n", "\n").strip()
+    bad = bad_character(text)
+    if bad:
+        raise EntryError(f"'{field}' holds {bad}, then retry.", reason="invalid")
     if any(line.strip() == _SECTION_SIGN for line in text.splitlines()):
         raise EntryError(
             f"'{field}' must not contain a line holding only '§' (it separates entries); "
             "write one fact per entry and call the tool once per entry.",
             reason="invalid",
+        )
+    ids = structure_ids(text)
+    if ids:
+        raise EntryError(
+            f"Refused: '{field}' holds {structure_message(ids)}. Entries are pasted into the "
+            "system prompt inside such blocks, so this could pass a note off as another block "
+            "(the user's profile, say). Rewrite it as a plain note without that line.",
+            reason="security",
+            pattern_ids=ids,
         )
     return text
 
@@ -93,14 +109,19 @@ def clean_content(content: object, *, field: str = "content") -> str:
 def clean_old_text(old_text: object) -> str:
     """Validate and strip the text that names an existing entry.
 
+    Control characters are allowed here (a hand-edited entry may hold them).
+
     Raises:
-        EntryError: the text is empty or not a string.
+        EntryError: the text is empty, not a string, or holds a lone surrogate.
     """
     if not isinstance(old_text, str) or not old_text.strip():
         raise EntryError(
             "'old_text' must be non-empty text: a unique part of the entry to change.",
             reason="invalid",
         )
+    bad = bad_character(old_text, controls=False)
+    if bad:
+        raise EntryError(f"'old_text' holds {bad}, then retry.", reason="invalid")
     return old_text.strip()
 
 
@@ -193,7 +214,7 @@ def parse_operation(raw: object, *, index: int | None = None) -> Operation:
         if action == "remove":
             return Operation("remove", old_text=clean_old_text(raw.get("old_text")))
     except EntryError as exc:
-        raise EntryError(where + str(exc), reason=exc.reason) from None
+        raise EntryError(where + str(exc), reason=exc.reason, **exc.data) from None
     raise EntryError(
         f"{where}'action' must be one of add, replace, remove (got {action!r}).", reason="invalid"
     )

@@ -6,10 +6,18 @@ what to do next) and ``reason`` (a stable machine-readable cause).
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 from .entries import Operation, usage
+
+# Over-limit failures allowed in one turn before the next failure is terminal (SPEC 5).
+MAX_LIMIT_STRIKES = 3
+# Sessions whose strikes one counter remembers; the oldest are forgotten first, so a
+# long-lived store shared by many sessions does not grow without bound.
+MAX_TRACKED_SESSIONS = 1024
 
 # Stable failure causes; the CLI maps them to exit codes.
 REASONS = (
@@ -25,6 +33,7 @@ REASONS = (
     "unreadable",
     "not_utf8",
     "write_failed",
+    "journal",
     "store",
 )
 
@@ -51,7 +60,7 @@ def success(
     target: str, entries: list[str], limit: int, message: str, *, backup: str | None = None
 ) -> dict[str, Any]:
     """A committed result with the live entries after the write."""
-    result = {
+    result: dict[str, Any] = {
         "success": True,
         "target": target,
         "message": message,
@@ -102,3 +111,50 @@ def terminal(result: dict[str, Any], attempts: int) -> dict[str, Any]:
         "stop retrying. Tell the user memory is full and carry on with the task."
     )
     return result
+
+
+class StrikeCounter:
+    """Over-limit failures per session in its current turn (SPEC 5), safe across threads.
+
+    After ``MAX_LIMIT_STRIKES`` over-limit failures in one turn, the session's
+    next failure is terminal. Calls without a session id share one count.
+    """
+
+    def __init__(self) -> None:
+        self._counts: OrderedDict[str | None, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def count(self, result: dict[str, Any], session_id: object) -> dict[str, Any]:
+        """Record ``result`` for the session and mark it terminal when it is one too many."""
+        key = _key(session_id)
+        with self._lock:
+            strikes = self._counts.get(key, 0)
+            if result.get("reason") == "over_limit":
+                strikes += 1
+                self._counts[key] = strikes
+                self._counts.move_to_end(key)
+                while len(self._counts) > MAX_TRACKED_SESSIONS:
+                    self._counts.popitem(last=False)
+                is_terminal = strikes > MAX_LIMIT_STRIKES
+            else:
+                is_terminal = strikes >= MAX_LIMIT_STRIKES
+        return terminal(result, strikes) if is_terminal else result
+
+    def clear(self, session_id: object) -> None:
+        """Forget the session's strikes (a new turn, or it made room)."""
+        with self._lock:
+            self._counts.pop(_key(session_id), None)
+
+    def clear_all(self) -> None:
+        """Forget every session's strikes."""
+        with self._lock:
+            self._counts.clear()
+
+    def get(self, session_id: object) -> int:
+        """The session's strikes in its current turn."""
+        with self._lock:
+            return self._counts.get(_key(session_id), 0)
+
+
+def _key(session_id: object) -> str | None:
+    return session_id if isinstance(session_id, str) else None

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import resolve_hermes_home
-from ..errors import StoreError
+from ..errors import ConfigError, SecurityError, StoreError
 from . import _fileio
 from .approval import APPROVAL_MODES, GATED_ORIGINS, CorruptPending, PendingQueue, PendingWrite
 from .entries import (
@@ -35,24 +35,29 @@ from .entries import (
     usage,
 )
 from .journal import JOURNAL_FILENAME, ORIGINS, Journal, content_hash
-from .results import Failure, failure, over_limit, success, terminal
+from .results import Failure, StrikeCounter, failure, over_limit, success
+from .text_rules import (
+    BLOCK_SEPARATOR,
+    MEMORY_BLOCK_HEADERS,
+    bad_character,
+    structure_ids,
+    visible,
+)
 from .threats import scan_for_threats, threat_message
 
 if TYPE_CHECKING:
     from ..config import Config
 
-MEMORY_BLOCK_HEADERS = {
-    "memory": "MEMORY (your personal notes)",
-    "user": "USER PROFILE (who the user is)",
-}
-# Rule drawn above and below each block header in the system prompt.
-BLOCK_SEPARATOR = "═" * 46
-# Over-limit failures allowed in one turn before the next failure is terminal (SPEC 5).
-MAX_LIMIT_STRIKES = 3
+# Config keys of the limits, named in errors so a person knows what to fix.
+_LIMIT_KEYS = {"memory": "memory.memory_char_limit", "user": "memory.user_char_limit"}
 
 
 class MemoryStore:
     """The two notes files of one memory folder.
+
+    One store may be shared by several sessions and threads: over-limit strikes
+    are kept per session id, and queries (``entries``, ``status``,
+    ``format_for_system_prompt``, ``history``) change no state.
 
     Args:
         memory_dir: Folder holding MEMORY.md and USER.md; default ``$HERMES_HOME/memories``.
@@ -60,6 +65,10 @@ class MemoryStore:
         user_char_limit: Limit of USER.md in characters.
         write_approval: ``allow``, ``stage`` (agent writes wait for a person) or ``block``.
         pending_dir: Where staged writes go; default ``<memory_dir>/../pending/memory``.
+
+    Raises:
+        ConfigError: a limit is not a positive whole number, or ``write_approval``
+            is not one of the modes (``key`` names the config key).
     """
 
     def __init__(
@@ -72,11 +81,13 @@ class MemoryStore:
         pending_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if write_approval not in APPROVAL_MODES:
-            raise ValueError(
-                f"write_approval must be one of {APPROVAL_MODES}, got {write_approval!r}"
+            raise ConfigError(
+                f"config key 'memory.write_approval' must be one of {', '.join(APPROVAL_MODES)}, "
+                f"got {write_approval!r}",
+                key="memory.write_approval",
             )
-        if min(memory_char_limit, user_char_limit) < 1:
-            raise ValueError("character limits must be positive")
+        for target, limit in (("memory", memory_char_limit), ("user", user_char_limit)):
+            _check_limit(target, limit)
         self.memory_dir = Path(memory_dir) if memory_dir else resolve_hermes_home() / "memories"
         self.limits = {"memory": memory_char_limit, "user": user_char_limit}
         self.write_approval = write_approval
@@ -88,7 +99,7 @@ class MemoryStore:
         self.load_warnings: dict[str, str] = {}
         self.last_reset_backups: dict[str, str] = {}
         self._snapshot: dict[str, list[str]] = {}
-        self._strikes = 0
+        self._strikes = StrikeCounter()
 
     @classmethod
     def from_config(cls, config: Config) -> MemoryStore:
@@ -134,7 +145,7 @@ class MemoryStore:
         _check_target(target)
         text, entries = self._read(target)
         limit = self.limits[target]
-        blocked = [(i, scan_for_threats(e)) for i, e in enumerate(entries)]
+        blocked = [(i, _entry_threats(e)) for i, e in enumerate(entries)]
         return {
             "path": str(self.path(target)),
             "entries": entries,
@@ -168,7 +179,8 @@ class MemoryStore:
     def format_for_system_prompt(self, target: str) -> str | None:
         """The snapshot block of ``target``, or ``None`` when it is empty or not loaded.
 
-        Entries that match a threat pattern are shown as ``[BLOCKED: ...]``.
+        Entries that match a threat pattern, or that hold a line imitating a block
+        header or separator, are shown as ``[BLOCKED: ...]``.
         """
         _check_target(target)
         entries = self._snapshot.get(target)
@@ -222,13 +234,22 @@ class MemoryStore:
         """Apply several operations at once: all or nothing, checked against the final size."""
         if not isinstance(operations, (list, tuple)) or not operations:
             return self._fail(
-                failure("'operations' must be a non-empty list of operations.", "invalid")
+                failure("'operations' must be a non-empty list of operations.", "invalid"),
+                session_id,
+                counted=origin in GATED_ORIGINS,
             )
         return self._write(target, "batch", list(operations), origin, session_id)
 
-    def start_turn(self) -> None:
-        """Call at the start of each user turn: resets the over-limit strike count."""
-        self._strikes = 0
+    def start_turn(self, session_id: str | None = None) -> None:
+        """Call at the start of each user turn of ``session_id``: resets its over-limit strikes.
+
+        Without a session id every session's strikes are reset (a store used by
+        one conversation at a time needs no id).
+        """
+        if session_id is None:
+            self._strikes.clear_all()
+        else:
+            self._strikes.clear(session_id)
 
     def _write(
         self,
@@ -241,6 +262,8 @@ class MemoryStore:
         gated: bool = True,
         pending_id: str | None = None,
     ) -> dict[str, Any]:
+        # Strikes count the model's retries; a person approving a write is not retrying.
+        counted = gated and origin in GATED_ORIGINS
         try:
             _check_args(target, origin, session_id)
             ops = [
@@ -252,15 +275,18 @@ class MemoryStore:
                 return self._gate(target, kind, ops, origin, session_id)
             result = self._commit(target, kind, ops, origin, session_id, pending_id)
         except Failure as exc:
-            return self._fail(exc.result)
+            return self._fail(exc.result, session_id, counted=counted)
         except EntryError as exc:
-            return self._fail(failure(str(exc), exc.reason, **exc.data))
+            result = failure(str(exc), exc.reason, **exc.data)
+            return self._fail(result, session_id, counted=counted)
         except StoreError as exc:
-            return self._fail(failure(str(exc), exc.data.get("reason", "store"), path=exc.path))
+            result = failure(str(exc), exc.data.get("reason", "store"), path=exc.path)
+            return self._fail(result, session_id, counted=counted)
         except OSError as exc:  # a last guard: the tool must answer, not crash the agent
-            return self._fail(failure(f"memory write failed: {exc}; retry later.", "store"))
+            result = failure(f"memory write failed: {exc}; retry later.", "store")
+            return self._fail(result, session_id, counted=counted)
         if any(op.action == "add" for op in ops):
-            self._strikes = 0
+            self._strikes.clear(session_id)  # a successful add means the model consolidated
         return result
 
     def _commit(
@@ -276,6 +302,7 @@ class MemoryStore:
         path = self._real_path(target)
         with _fileio.file_lock(path):
             _fileio.remove_stale_temps(path)
+            self.journal.settle(path, target)
             text, before = self._read(target)
             backup = self._check_drift(target, path, text, before, ops)
             after, records = _apply_logged(before, ops)
@@ -283,21 +310,26 @@ class MemoryStore:
             if after == before:
                 message = "Entry already exists; nothing added."
                 return {**success(target, after, self.limits[target], message), "unchanged": True}
-            _fileio.atomic_write(path, render_entries(after))
-            common = {
+            common: dict[str, Any] = {
                 "target": target,
                 "origin": origin,
                 "session_id": session_id,
                 "chars": usage(after),
+                "write_id": uuid.uuid4().hex[:16],
             }
             if kind == "batch":
-                common["batch_id"] = uuid.uuid4().hex[:12]
+                common["batch_id"] = common["write_id"][:12]
             if pending_id:
                 common["pending_id"] = pending_id
-            self.journal.append([{**rec, **common} for rec in records])
-        return success(
+            warning = self.journal.logged_write(
+                path, render_entries(after), [{**rec, **common} for rec in records]
+            )
+        result = success(
             target, after, self.limits[target], _done_message(kind, records), backup=backup
         )
+        if warning:
+            result["warning"] = warning
+        return result
 
     def _check_drift(
         self, target: str, path: Path, text: str, entries: list[str], ops: list[Operation]
@@ -322,7 +354,8 @@ class MemoryStore:
     def _check_result(
         self, target: str, kind: str, before: list[str], after: list[str], ops: list[Operation]
     ) -> None:
-        if kind == "batch" and before and not after:
+        # Several operations are a batch whatever the kind says (a pending file can lie).
+        if (kind == "batch" or len(ops) > 1) and before and not after:
             raise Failure(
                 failure(
                     "This batch would remove every entry; that is refused. Keep at least one entry, "
@@ -339,7 +372,7 @@ class MemoryStore:
         self, target: str, kind: str, ops: list[Operation], origin: str, session_id: str | None
     ) -> dict[str, Any]:
         if self.write_approval == "block":
-            return self._fail(
+            raise Failure(
                 failure(
                     "Memory writes are disabled here (memory.write_approval = block). Do not retry; "
                     "if it matters, tell the user what you wanted to remember.",
@@ -368,13 +401,11 @@ class MemoryStore:
             "once approved. Do not stage it again.",
         }
 
-    def _fail(self, result: dict[str, Any]) -> dict[str, Any]:
-        if result.get("reason") == "over_limit":
-            self._strikes += 1
-            is_terminal = self._strikes > MAX_LIMIT_STRIKES
-        else:
-            is_terminal = self._strikes >= MAX_LIMIT_STRIKES
-        return terminal(result, self._strikes) if is_terminal else result
+    def _fail(
+        self, result: dict[str, Any], session_id: object, *, counted: bool = True
+    ) -> dict[str, Any]:
+        """Count an over-limit failure against the session's turn; mark it terminal past 3."""
+        return self._strikes.count(result, session_id) if counted else result
 
     # -- approval, history, reset --------------------------------------------
 
@@ -389,9 +420,13 @@ class MemoryStore:
     def approve(self, pending_id: str) -> dict[str, Any]:
         """Apply a staged write to the files as they are now; it stays pending if refused.
 
+        Other refusals (over the limit, no match, ...) come back as a failed result.
+
         Raises:
             StoreError: no such pending write (``reason="not_found"``) or its file is
                 corrupt (``reason="corrupt"``).
+            SecurityError: the pending file is a link or not a plain file, or its
+                content is refused by the security checks (it stays pending).
         """
         staged = self.pending.get(pending_id)
         result = self._write(
@@ -405,6 +440,14 @@ class MemoryStore:
         )
         if result["success"]:
             self.pending.discard(staged.id)
+        elif result.get("reason") == "security":
+            ids = result.get("pattern_ids") or []
+            raise SecurityError(
+                f"pending write {staged.id} was not applied: its content matches security "
+                f"pattern(s) {', '.join(ids)}. It stays pending; review it with 'hermes-context "
+                f"memory pending' and drop it with 'hermes-context memory reject {staged.id}'.",
+                pattern_ids=ids,
+            )
         result["pending_id"] = staged.id
         return result
 
@@ -426,33 +469,50 @@ class MemoryStore:
     def history(
         self, target: str | None = None, *, limit: int | None = None
     ) -> list[dict[str, Any]]:
-        """Journal records of committed writes, oldest first."""
+        """Journal records of writes, oldest first (malformed lines skipped).
+
+        A write not confirmed yet (in progress, or its writer died and no later
+        write of the file settled it) has ``"status": "unconfirmed"``.
+        """
         if target is not None:
             _check_target(target)
         return self.journal.read(target=target, limit=limit)
 
-    def reset(self, target: str | None = None, *, origin: str = "user") -> None:
-        """Empty one or both files, keeping a ``.bak.<unix_ts>`` copy of each in ``last_reset_backups``.
+    def reset(
+        self, target: str | None = None, *, origin: str = "user"
+    ) -> dict[str, dict[str, str | None]]:
+        """Empty one or both files, keeping a ``.bak.<unix_ts>`` copy of each.
 
         The frozen snapshot of a running session is not changed.
-        """
-        self.last_reset_backups = {}
-        for name in [target] if target else list(TARGETS):
-            _check_target(name)
-            self._reset_one(name, origin)
-        self._strikes = 0
 
-    def _reset_one(self, target: str, origin: str) -> None:
+        Returns:
+            For each file that was emptied: ``{"backup": path, "warning": text or None}``
+            (a warning when the journal could not confirm the reset). Files that
+            were already empty are left out. The backups are also kept in
+            ``last_reset_backups``, for older callers.
+        """
+        names = [target] if target else list(TARGETS)
+        for name in names:
+            _check_target(name)
+        done = {}
+        for name in names:
+            outcome = self._reset_one(name, origin)
+            if outcome is not None:
+                done[name] = outcome
+        self.last_reset_backups = {n: o["backup"] for n, o in done.items() if o["backup"]}
+        self._strikes.clear_all()  # the files have room again for every session
+        return done
+
+    def _reset_one(self, target: str, origin: str) -> dict[str, str | None] | None:
         _fileio.ensure_dir(self.memory_dir)
         path = self._real_path(target)
         with _fileio.file_lock(path):
+            _fileio.remove_stale_temps(path)
+            self.journal.settle(path, target)
             data = _fileio.read_bytes(path)
             if not data:
-                return
+                return None
             backup = _fileio.backup_file(path)
-            if backup:
-                self.last_reset_backups[target] = str(backup)
-            _fileio.atomic_write(path, "")
             record = {
                 "action": "reset",
                 "target": target,
@@ -460,8 +520,21 @@ class MemoryStore:
                 "session_id": None,
                 "content_hash": content_hash(data.decode("utf-8", "replace")),
                 "chars": 0,
+                "write_id": uuid.uuid4().hex[:16],
             }
-            self.journal.append([record])
+            warning = self.journal.logged_write(path, "", [record])
+        return {"backup": str(backup) if backup else None, "warning": warning}
+
+
+def _check_limit(target: str, limit: object) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        key = _LIMIT_KEYS[target]
+        raise ConfigError(
+            f"config key '{key}' must be a positive whole number of characters, got {limit!r}; "
+            f"set it in config.yaml to the size the file may grow to (default "
+            f"{'2200' if target == 'memory' else '1375'}).",
+            key=key,
+        )
 
 
 def _check_target(target: object) -> None:
@@ -470,8 +543,12 @@ def _check_target(target: object) -> None:
 
 
 def _check_args(target: object, origin: object, session_id: object) -> None:
-    if session_id is not None and not isinstance(session_id, str):
-        raise Failure(failure(f"session_id must be text (got {session_id!r}).", "invalid"))
+    if session_id is not None and (
+        not isinstance(session_id, str) or bad_character(session_id) is not None
+    ):
+        raise Failure(
+            failure(f"session_id must be plain text (got {visible(repr(session_id))}).", "invalid")
+        )
     if target not in TARGETS:
         raise Failure(failure(f"'target' must be 'memory' or 'user' (got {target!r}).", "invalid"))
     if origin not in ORIGINS:
@@ -548,8 +625,13 @@ def _has_delimiter_line(entry: str) -> bool:
     return any(line.strip() == "§" for line in entry.splitlines())
 
 
+def _entry_threats(entry: str) -> list[str]:
+    """Scanner ids plus prompt-structure ids (a forged block header or separator)."""
+    return scan_for_threats(entry) + structure_ids(entry)
+
+
 def _safe_entry(entry: str) -> str:
-    ids = scan_for_threats(entry)
+    ids = _entry_threats(entry)
     if not ids:
         return entry
     return (

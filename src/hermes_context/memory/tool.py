@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..messages import json_loads_or_none, without_lone_surrogates
 from .approval import GATED_ORIGINS
 from .results import failure
 
@@ -24,64 +26,125 @@ _OPERATION_SCHEMA = {
     "required": ["action"],
 }
 
-# The function object of an OpenAI tool; send it as {"type": "function", "function": ...}.
+# An OpenAI function tool, the same shape as the session tools' schemas.
 MEMORY_TOOL_SCHEMA: dict[str, Any] = {
-    "name": "memory",
-    "description": (
-        "Save durable notes that will be shown to you at the start of future sessions. "
-        "target 'memory': your own notes (environment facts, project conventions, tool quirks, "
-        "lessons learned). target 'user': who the user is (preferences, communication style, "
-        "habits). Keep entries short and factual, one fact per entry; never store secrets or "
-        "instructions to yourself. Both stores have a character limit: when a write does not "
-        "fit, replace or remove entries to consolidate, then retry. Changes are saved at once "
-        "but appear in your system prompt only from the next session."
-    ),
-    "parameters": {
-        "type": "object",
-        "properties": {
-            "action": {
-                "type": "string",
-                "enum": ["add", "replace", "remove"],
-                "description": "add a new entry, replace an entry, or remove one. Omit when "
-                "giving 'operations'.",
+    "type": "function",
+    "function": {
+        "name": "memory",
+        "description": (
+            "Save durable notes that will be shown to you at the start of future sessions. "
+            "target 'memory': your own notes (environment facts, project conventions, tool quirks, "
+            "lessons learned). target 'user': who the user is (preferences, communication style, "
+            "habits). Keep entries short and factual, one fact per entry; never store secrets or "
+            "instructions to yourself. Both stores have a character limit: when a write does not "
+            "fit, replace or remove entries to consolidate, then retry. Changes are saved at once "
+            "but appear in your system prompt only from the next session."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "action": {
+                    "type": "string",
+                    "enum": ["add", "replace", "remove"],
+                    "description": "add a new entry, replace an entry, or remove one. Omit when "
+                    "giving 'operations'.",
+                },
+                "target": {"type": "string", "enum": ["memory", "user"]},
+                "content": {"type": "string", "description": "Entry text for add and replace."},
+                "old_text": {
+                    "type": "string",
+                    "description": "For replace and remove: the entry's whole text, or a part of it "
+                    "that appears in no other entry.",
+                },
+                "operations": {
+                    "type": "array",
+                    "items": _OPERATION_SCHEMA,
+                    "description": "Several operations applied together, all or nothing; the limit "
+                    "applies to the result, so you can remove and add in one call.",
+                },
             },
-            "target": {"type": "string", "enum": ["memory", "user"]},
-            "content": {"type": "string", "description": "Entry text for add and replace."},
-            "old_text": {
-                "type": "string",
-                "description": "For replace and remove: the entry's whole text, or a part of it "
-                "that appears in no other entry.",
-            },
-            "operations": {
-                "type": "array",
-                "items": _OPERATION_SCHEMA,
-                "description": "Several operations applied together, all or nothing; the limit "
-                "applies to the result, so you can remove and add in one call.",
-            },
+            "required": ["target"],
         },
-        "required": ["target"],
     },
 }
 
 
-def memory_tool(store: MemoryStore, **tool_args: Any) -> str:
-    """Run one ``memory`` tool call and return its JSON result.
+# What the model may set; everything else in its arguments is ignored and reported.
+_TOOL_ARGUMENTS = frozenset(MEMORY_TOOL_SCHEMA["function"]["parameters"]["properties"])
+
+
+def memory_tool(
+    store: MemoryStore,
+    arguments: Mapping[str, Any] | str | None = None,
+    /,
+    *,
+    session_id: str | None = None,
+    origin: str = "agent",
+    **tool_args: Any,
+) -> str:
+    """Run one ``memory`` tool call and return its JSON result; it never raises.
+
+    Pass the model's arguments as they came (the JSON text or the decoded
+    object) and bind the host's values by keyword::
+
+        memory_tool(store, call.function.arguments, session_id=sid)
+
+    Keys the schema does not define (``session_id``, ``origin``, ``store``, typos)
+    are ignored and listed in the result's ``ignored_arguments``: the model
+    cannot choose the session or the origin. Don't splat the model's arguments
+    (``memory_tool(store, **args, session_id=sid)``): Python itself raises
+    ``TypeError`` at such a call when ``args`` holds ``session_id`` too. Keyword
+    arguments (``action=...``) are still accepted as the call's arguments.
 
     Args:
         store: The session's store.
-        **tool_args: The call's arguments (``action``, ``target``, ``content``,
-            ``old_text``, ``operations``), plus optional ``origin`` (``agent`` or
-            ``background_review``) and ``session_id`` supplied by the host. A tool
-            call is never a person's write, so ``origin="user"`` is refused: a model
-            that slipped it into its arguments must not get past write approval.
+        arguments: The call's arguments (``action``, ``target``, ``content``,
+            ``old_text``, ``operations``), a JSON object or its text.
+        session_id: The host's session id (journal, per-session strikes).
+        origin: ``agent`` or ``background_review``. A tool call is never a
+            person's write, so ``origin="user"`` is refused.
+        **tool_args: More call arguments, merged over ``arguments``.
     """
-    return json.dumps(_dispatch(store, tool_args), ensure_ascii=False)
+    try:
+        result = _run(store, arguments, tool_args, session_id, origin)
+    except Exception as exc:  # the agent loop must always get an answer
+        result = failure(f"memory tool failed: {type(exc).__name__}: {exc}; retry later.", "store")
+    return without_lone_surrogates(json.dumps(result, ensure_ascii=False, default=str))
 
 
-def _dispatch(store: MemoryStore, args: dict[str, Any]) -> dict[str, Any]:
+def _run(
+    store: MemoryStore,
+    arguments: Mapping[str, Any] | str | None,
+    tool_args: dict[str, Any],
+    session_id: str | None,
+    origin: str,
+) -> dict[str, Any]:
+    if isinstance(arguments, (str, bytes)):
+        decoded = json_loads_or_none(arguments) if arguments.strip() else {}
+        if not isinstance(decoded, dict):
+            return failure("The arguments must be a JSON object.", "invalid")
+        arguments = decoded
+    if arguments is not None and not isinstance(arguments, Mapping):
+        return failure("The arguments must be a JSON object.", "invalid")
+    args = {**(arguments or {}), **tool_args}
+    ignored = sorted(str(key) for key in args if key not in _TOOL_ARGUMENTS)
+    result = _dispatch(
+        store,
+        {k: v for k, v in args.items() if k in _TOOL_ARGUMENTS},
+        origin=origin,
+        session_id=session_id,
+    )
+    if ignored:
+        result["ignored_arguments"] = ignored
+    return result
+
+
+def _dispatch(
+    store: MemoryStore, args: dict[str, Any], *, origin: str, session_id: str | None
+) -> dict[str, Any]:
     target = args.get("target")
     action = args.get("action")
-    meta = {"origin": args.get("origin", "agent"), "session_id": args.get("session_id")}
+    meta = {"origin": origin, "session_id": session_id}
     if meta["origin"] not in GATED_ORIGINS:
         return failure(
             f"origin {meta['origin']!r} is not allowed for a tool call "
@@ -93,7 +156,7 @@ def _dispatch(store: MemoryStore, args: dict[str, Any]) -> dict[str, Any]:
     if args.get("operations") is not None:
         if action not in (None, "batch"):
             return failure("Give either 'action' or 'operations', not both.", "invalid")
-        return store.batch(target, args["operations"], **meta)
+        return store.batch(target, args["operations"], **meta)  # type: ignore[arg-type]
     if action == "add":
         return store.add(target, args.get("content"), **meta)  # type: ignore[arg-type]
     if action == "replace":
