@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
+from hermes_context import Config, load_config
+from hermes_context.cli import config_cmd
 from hermes_context.cli.main import cli
 from hermes_context.config import DEFAULT_CONFIG_YAML
 
 DEFAULT_SHOW = """\
+# hermes-context configuration in effect (config file > environment > defaults)
+# config file: {source}
+# HERMES_HOME: {home}
+
 model:
   base_url: null
   api_key: null
@@ -24,6 +33,7 @@ model:
   name: null
   context_length: 128000
   max_tokens: null
+
 compression:
   enabled: true
   threshold: 0.5
@@ -42,6 +52,7 @@ compression:
   progress_notices: false
   idle_compact_after_seconds: 0
   micro_compact: false
+
 auxiliary:
   compression:
     provider: auto
@@ -49,6 +60,7 @@ auxiliary:
     base_url: null
     api_key: null
     timeout: 120.0
+
 memory:
   memory_enabled: true
   user_profile_enabled: true
@@ -58,11 +70,15 @@ memory:
   flush_min_turns: 6
   provider: ''
   write_approval: allow
+
 skills:
   creation_nudge_interval: 15
-hermes_home: {home}
-path: {path}
 """
+NO_FILE = "none (defaults and environment only)"
+
+
+def default_show(home, path=None):
+    return DEFAULT_SHOW.format(home=home, source=path or NO_FILE)
 
 
 def run(*args: str):
@@ -94,14 +110,15 @@ def test_config_is_listed_in_help():
 def test_show_defaults(hermes_home):
     result = run("config", "show")
     assert result.exit_code == 0
-    assert result.stdout == DEFAULT_SHOW.format(home=hermes_home, path="null")
+    assert result.stdout == default_show(hermes_home)
     assert result.stderr == ""
 
 
 def test_show_json(hermes_home):
     result = run("config", "show", "--json")
     assert result.exit_code == 0
-    expected = yaml.safe_load(DEFAULT_SHOW.format(home=hermes_home, path="null"))
+    expected = yaml.safe_load(default_show(hermes_home))
+    expected.update(hermes_home=str(hermes_home), path=None)
     assert result.stdout == json.dumps(expected, indent=2) + "\n"
     assert json.loads(result.stdout)["compression"]["protect_last_n"] == 20
 
@@ -116,12 +133,12 @@ def test_show_reads_the_home_file_and_masks_keys(hermes_home):
     result = run("config", "show")
     assert result.exit_code == 0
     expected = (
-        DEFAULT_SHOW.format(home=hermes_home, path=path)
-        .replace("  api_key: null\n  api_key_env", "  api_key: '***'\n  api_key_env")
+        default_show(hermes_home, path)
+        .replace("  api_key: null\n  api_key_env", "  # api_key: set, not shown\n  api_key_env")
         .replace("  name: null\n", "  name: local\n")
         .replace(
             "  threshold: 0.5\n  model_thresholds: {}\n",
-            "  threshold: 0.6\n  model_thresholds:\n    gpt-4o: 0.7\n",
+            "  threshold: 0.6\n  model_thresholds: {gpt-4o: 0.7}\n",
         )
     )
     assert result.stdout == expected
@@ -155,7 +172,8 @@ def test_show_with_home_and_config_options(tmp_path):
         ),
         (
             "compression:\n  threshold: 2\n",
-            "config key 'compression.threshold' must be a number in (0, 1], got 2.0",
+            "config key 'compression.threshold' must be a ratio in (0, 1], got 2.0: "
+            "it is a ratio, not a percent: write 0.02 for 2%",
         ),
         ("- a list\n", "config file {path} must hold a mapping at the top level"),
     ],
@@ -207,7 +225,7 @@ def test_init_creates_the_file(hermes_home):
     assert sorted(p.name for p in hermes_home.iterdir()) == ["config.yaml"]
     # The new file is read by show, and holds only defaults.
     shown = run("config", "show")
-    assert shown.stdout == DEFAULT_SHOW.format(home=hermes_home, path=target)
+    assert shown.stdout == default_show(hermes_home, target)
 
 
 def test_init_refuses_to_overwrite(hermes_home):
@@ -274,3 +292,163 @@ def test_show_with_an_unknown_key_warns_and_succeeds(hermes_home):
         result = run("config", "show")
     assert result.exit_code == 0
     assert "  threshold: 0.5\n" in result.stdout
+
+
+# --- show prints a config file ------------------------------------------------
+
+
+def comparable(cfg):
+    data = cfg.to_dict()
+    del data["path"]
+    return data
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "model:\n  name: local\n  base_url: http://localhost:8000/v1\n  max_tokens: 4096\n",
+        "compression:\n  threshold: 0.6\n  model_thresholds: {gpt-4o: 0.7, 'a: b': 1, 'x,y': 0.9}\n"
+        "  target_ratio: 0.95\n  max_attempts: 50\n  threshold_tokens: 90000\n  in_place: false\n",
+        'model:\n  name: "it\'s \\"quoted\\"\\nand two lines # not a comment"\n'
+        "  api_key_env: 'yes'\nmemory:\n  write_approval: stage\n",
+        "model:\n  name: 模型 café\nauxiliary:\n  compression:\n    model: cheap\n    timeout: 30\n",
+        "compression:\n  progress_notices: true\n  idle_compact_after_seconds: 600\n",
+    ],
+    ids=["defaults", "model", "compression", "quoting", "unicode", "agent-settings"],
+)
+def test_show_output_loads_back_to_the_same_values(hermes_home, tmp_path, text):
+    (hermes_home / "config.yaml").write_text(text, encoding="utf-8")
+    shown = run("config", "show")
+    assert shown.exit_code == 0, shown.stderr
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(shown.stdout, encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert comparable(load_config(copy)) == comparable(load_config())
+
+
+def test_show_output_keeps_environment_values(monkeypatch, hermes_home, tmp_path):
+    monkeypatch.setenv("HERMES_CONTEXT_BASE_URL", "http://env:8000/v1")
+    monkeypatch.setenv("HERMES_CONTEXT_MODEL", "env-model")
+    shown = run("config", "show").stdout
+    assert "  base_url: http://env:8000/v1\n" in shown and "  name: env-model\n" in shown
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(shown, encoding="utf-8")
+    monkeypatch.delenv("HERMES_CONTEXT_BASE_URL")
+    monkeypatch.delenv("HERMES_CONTEXT_MODEL")
+    cfg = load_config(copy)
+    assert (cfg.model.base_url, cfg.model.name) == ("http://env:8000/v1", "env-model")
+
+
+def test_show_never_prints_api_keys_and_still_loads(hermes_home, tmp_path):
+    (hermes_home / "config.yaml").write_text(
+        "model:\n  api_key: sk-main-secret\nauxiliary:\n  compression:\n    api_key: sk-aux\n",
+        encoding="utf-8",
+    )
+    shown = run("config", "show").stdout
+    assert "sk-" not in shown and "***" not in shown
+    assert shown.count("# api_key: set, not shown\n") == 2
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(shown, encoding="utf-8")
+    cfg = load_config(copy)
+    assert (cfg.model.api_key, cfg.auxiliary.compression.api_key) == (None, None)
+    expected = comparable(load_config())
+    expected["model"]["api_key"] = expected["auxiliary"]["compression"]["api_key"] = None
+    assert comparable(cfg) == expected
+
+
+# --- init: every default, private, atomic ---------------------------------------
+
+
+def test_init_file_loads_back_to_every_default_without_warnings(hermes_home):
+    assert run("config", "init").exit_code == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cfg = load_config()
+    assert comparable(cfg) == comparable(Config(hermes_home=hermes_home))
+    text = (hermes_home / "config.yaml").read_text(encoding="utf-8")
+    for key in ("api_key: null", "provider: auto", "timeout: 120.0", "nudge_interval: 10",
+                "flush_min_turns: 6", "provider: ''", "creation_nudge_interval: 15",
+                "progress_notices: false", "idle_compact_after_seconds: 0", "micro_compact: false"):  # fmt: skip
+        assert f"  {key} " in text, key
+    assert "model-name substring -> ratio 0-1 of the window" in text
+    assert "percent" not in text.replace("not a percent", "")
+
+
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def test_init_creates_the_file_private(hermes_home, umask_022):
+    assert run("config", "init").exit_code == 0
+    assert stat.S_IMODE((hermes_home / "config.yaml").stat().st_mode) == 0o600
+
+
+def test_init_creates_a_missing_home_private(tmp_path, umask_022):
+    home = tmp_path / "new-home"
+    assert run("config", "init", "--home", str(home)).exit_code == 0
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    assert stat.S_IMODE((home / "config.yaml").stat().st_mode) == 0o600
+
+
+def test_init_force_makes_an_open_file_private(hermes_home, umask_022):
+    target = hermes_home / "config.yaml"
+    target.write_text("compression:\n  threshold: 0.6\n", encoding="utf-8")
+    target.chmod(0o644)
+    assert run("config", "init", "--force").exit_code == 0
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert target.read_text(encoding="utf-8") == DEFAULT_CONFIG_YAML
+
+
+def test_init_never_overwrites_a_file_created_meanwhile(hermes_home, monkeypatch):
+    """The existence check and the write race: the write itself must refuse."""
+    target = hermes_home / "config.yaml"
+    real = config_cmd.make_folder
+
+    def make_folder_then_someone_writes(folder, **kwargs):
+        real(folder, **kwargs)
+        target.write_text("model:\n  name: theirs\n", encoding="utf-8")
+
+    monkeypatch.setattr(config_cmd, "make_folder", make_folder_then_someone_writes)
+    result = run("config", "init")
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr == f"error: {target} already exists; pass --force to overwrite it\n"
+    assert target.read_text(encoding="utf-8") == "model:\n  name: theirs\n"
+    assert sorted(p.name for p in hermes_home.iterdir()) == ["config.yaml"]
+
+
+def test_init_failing_midway_keeps_the_old_file_and_no_temp(hermes_home, monkeypatch):
+    target = hermes_home / "config.yaml"
+    target.write_text("compression:\n  threshold: 0.6\n", encoding="utf-8")
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", no_space)
+    result = run("config", "init", "--force")
+    assert (result.exit_code, result.stdout) == (6, "")
+    assert result.stderr == f"error: cannot write {target}: no space left on the device\n"
+    assert target.read_text(encoding="utf-8") == "compression:\n  threshold: 0.6\n"
+    assert sorted(p.name for p in hermes_home.iterdir()) == ["config.yaml"]
+
+
+def test_init_writes_through_an_exclusive_temp_file(hermes_home, monkeypatch):
+    import tempfile
+
+    made = []
+    real = tempfile.mkstemp
+
+    def spy(*args, **kwargs):
+        fd, name = real(*args, **kwargs)
+        made.append((kwargs.get("dir"), name))
+        return fd, name
+
+    monkeypatch.setattr(tempfile, "mkstemp", spy)
+    assert run("config", "init").exit_code == 0
+    [(folder, name)] = made
+    assert Path(folder) == hermes_home and Path(name).parent == hermes_home
+    assert not Path(name).exists()

@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import json
 import warnings
 from pathlib import Path
 
 import pytest
 
-from hermes_context import Config, ConfigError, load_config
+import hermes_context.config as config_module
+from hermes_context import Config, ConfigError, ContextCompressor, load_config
 from hermes_context.config import (
     DEFAULT_CONFIG_YAML,
     AuxiliaryModelConfig,
     CompressionConfig,
     MemoryConfig,
     ModelConfig,
+    SkillsConfig,
     resolve_hermes_home,
 )
 
-COMPRESSION_DEFAULTS = {
+# SPEC 3.8 and 5 state these defaults; the code must keep them. (The template, the
+# docs table and from_config are checked against the dataclasses, not against a copy.)
+SPEC_COMPRESSION = {
     "enabled": True,
     "threshold": 0.50,
     "model_thresholds": {},
@@ -39,31 +44,40 @@ COMPRESSION_DEFAULTS = {
     "idle_compact_after_seconds": 0,
     "micro_compact": False,
 }
-AUXILIARY_COMPRESSION_DEFAULTS = {
-    "provider": "auto",
-    "model": None,
-    "base_url": None,
-    "api_key": None,
-    "timeout": 120.0,
-}
-MODEL_DEFAULTS = {
-    "base_url": None,
-    "api_key": None,
-    "api_key_env": "OPENAI_API_KEY",
-    "name": None,
-    "context_length": 128_000,
-    "max_tokens": None,
-}
-MEMORY_DEFAULTS = {
-    "memory_enabled": True,
-    "user_profile_enabled": True,
+SPEC_AUXILIARY_COMPRESSION = {"provider": "auto", "model": None, "base_url": None, "api_key": None}
+SPEC_MEMORY = {
     "memory_char_limit": 2200,
     "user_char_limit": 1375,
     "nudge_interval": 10,
     "flush_min_turns": 6,
-    "provider": "",
     "write_approval": "allow",
 }
+SECTIONS = {
+    "model": ModelConfig,
+    "compression": CompressionConfig,
+    "auxiliary.compression": AuxiliaryModelConfig,
+    "memory": MemoryConfig,
+    "skills": SkillsConfig,
+}
+# Settings the agent loop (being built) reads; accepted, listed as "used by the agent".
+AGENT_SETTINGS = {
+    "compression.progress_notices",
+    "compression.idle_compact_after_seconds",
+    "compression.micro_compact",
+    "memory.memory_enabled",
+    "memory.user_profile_enabled",
+}
+
+
+def all_settings():
+    """(dotted key, dataclass field) for every leaf setting."""
+    for prefix, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            yield f"{prefix}.{f.name}", f
+
+
+def default_of(f):
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
 def write_config(folder: Path, text: str) -> Path:
@@ -81,41 +95,94 @@ def same(value, expected):
 
 
 @pytest.mark.parametrize(
-    ("section", "cls", "defaults"),
+    ("section", "spec"),
     [
-        ("compression", CompressionConfig, COMPRESSION_DEFAULTS),
-        ("model", ModelConfig, MODEL_DEFAULTS),
-        ("memory", MemoryConfig, MEMORY_DEFAULTS),
+        ("compression", SPEC_COMPRESSION),
+        ("auxiliary.compression", SPEC_AUXILIARY_COMPRESSION),
+        ("memory", SPEC_MEMORY),
     ],
 )
-def test_section_has_exactly_the_documented_keys(section, cls, defaults):
-    assert {f.name for f in dataclasses.fields(cls)} == set(defaults)
+def test_spec_defaults(section, spec):
+    loaded = load_config()
+    for name in section.split("."):
+        loaded = getattr(loaded, name)
+    for key, expected in spec.items():
+        assert same(getattr(loaded, key), expected), key
+        assert same(getattr(SECTIONS[section](), key), expected), key
 
 
-def test_auxiliary_compression_has_the_documented_keys():
-    names = {f.name for f in dataclasses.fields(AuxiliaryModelConfig)}
-    assert {"provider", "model", "base_url", "api_key"} <= names
-    assert names == set(AUXILIARY_COMPRESSION_DEFAULTS)
+@pytest.mark.parametrize(("key", "f"), list(all_settings()), ids=lambda v: getattr(v, "name", v))
+def test_every_setting_loads_to_its_declared_default(key, f):
+    loaded = load_config()
+    for name in key.split("."):
+        loaded = getattr(loaded, name)
+    assert same(loaded, default_of(f))
 
 
-@pytest.mark.parametrize(("key", "expected"), COMPRESSION_DEFAULTS.items())
-def test_compression_defaults(key, expected):
-    assert same(getattr(load_config().compression, key), expected)
+@pytest.mark.parametrize(("key", "f"), list(all_settings()), ids=lambda v: getattr(v, "name", v))
+def test_every_setting_has_a_doc_and_a_status(key, f):
+    assert f.metadata["doc"] and "\n" not in f.metadata["doc"]
+    expected = config_module.AGENT if key in AGENT_SETTINGS else f.metadata["status"]
+    assert f.metadata["status"] == expected
+    assert f.metadata["status"] in (
+        config_module.USED,
+        config_module.AGENT,
+        config_module.UNSUPPORTED,
+    )
 
 
-@pytest.mark.parametrize(("key", "expected"), AUXILIARY_COMPRESSION_DEFAULTS.items())
-def test_auxiliary_compression_defaults(key, expected):
-    assert same(getattr(load_config().auxiliary.compression, key), expected)
+def test_compressor_arguments_are_the_compression_settings():
+    """Each setting passed to ContextCompressor has the same default as its argument."""
+    params = inspect.signature(ContextCompressor).parameters
+    passed = {}
+    for f in dataclasses.fields(CompressionConfig):
+        name = f.metadata["param"]
+        if name:
+            assert params[name].default == default_of(f) or (
+                params[name].default is None and default_of(f) == {}
+            ), name
+            passed[name] = f.name
+    not_settings = {
+        "context_length",
+        "model",
+        "max_tokens",
+        "summarizer",
+        "status_callback",
+        "clock",
+    }
+    assert set(params) - not_settings == set(passed)
 
 
-@pytest.mark.parametrize(("key", "expected"), MODEL_DEFAULTS.items())
-def test_model_defaults(key, expected):
-    assert same(getattr(load_config().model, key), expected)
+def test_from_config_passes_every_compression_setting():
+    seen = {}
 
+    class Spy(ContextCompressor):
+        def __init__(self, *args, **kwargs):
+            seen.update(kwargs)
+            super().__init__(*args, **kwargs)
 
-@pytest.mark.parametrize(("key", "expected"), MEMORY_DEFAULTS.items())
-def test_memory_defaults(key, expected):
-    assert same(getattr(load_config().memory, key), expected)
+    overrides = {
+        "compression": {
+            "enabled": False,
+            "threshold": 0.6,
+            "model_thresholds": {"gpt": 0.7},
+            "threshold_tokens": 90_000,
+            "target_ratio": 0.3,
+            "protect_first_n": 4,
+            "protect_last_n": 12,
+            "min_tail_user_messages": 2,
+            "max_attempts": 5,
+            "abort_on_summary_failure": True,
+            "proactive_prune_tokens": 50_000,
+            "proactive_prune_min_result_chars": 9_000,
+            "proactive_prune_min_reclaim_tokens": 5_000,
+        }
+    }
+    cfg = load_config(overrides=overrides)
+    Spy.from_config(cfg, use_llm=False)
+    expected = cfg.compression.compressor_kwargs()
+    assert {k: seen[k] for k in expected} == expected
+    assert seen["threshold_percent"] == 0.6 and seen["threshold_tokens_cap"] == 90_000
 
 
 def test_skills_default():
@@ -279,7 +346,7 @@ compression:
   in_place: false
 memory:
   memory_char_limit: 3000
-  provider: honcho
+  write_approval: stage
 """,
     )
     cfg = load_config()
@@ -291,7 +358,7 @@ memory:
     assert cfg.compression.model_thresholds == {"gpt-4o": 0.6, "claude": 1.0}
     assert same(cfg.compression.model_thresholds["claude"], 1.0)
     assert cfg.compression.threshold_tokens == 90000
-    assert (cfg.memory.memory_char_limit, cfg.memory.provider) == (3000, "honcho")
+    assert (cfg.memory.memory_char_limit, cfg.memory.write_approval) == (3000, "stage")
     assert cfg.llm_configured
 
 
@@ -599,10 +666,11 @@ def test_to_dict_shape(tmp_path):
         "hermes_home",
         "path",
     ]
-    assert data["model"] == MODEL_DEFAULTS
-    assert data["compression"] == COMPRESSION_DEFAULTS
-    assert data["auxiliary"] == {"compression": AUXILIARY_COMPRESSION_DEFAULTS}
-    assert data["memory"] == MEMORY_DEFAULTS
+    for prefix, cls in SECTIONS.items():
+        section = data
+        for name in prefix.split("."):
+            section = section[name]
+        assert section == {f.name: default_of(f) for f in dataclasses.fields(cls)}
     assert (data["hermes_home"], data["path"]) == (str(tmp_path), None)
     json.dumps(data)
 
@@ -624,3 +692,305 @@ def test_resolved_api_key_reads_the_configured_variable(monkeypatch, hermes_home
     assert load_config().model.resolved_api_key() == "sk-router"
     monkeypatch.delenv("MY_ROUTER_KEY")
     assert load_config().model.resolved_api_key() is None
+
+
+# --- values that parse but cannot work (each names the key, the value and the fix) ----
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"model": {"context_length": 8000, "max_tokens": 8000}},
+            "config key 'model.max_tokens' must be smaller than model.context_length (8000), "
+            "got 8000: it is the reply budget taken out of the window, so nothing would be left "
+            "for the conversation; lower it or raise model.context_length",
+        ),
+        (
+            {"model": {"max_tokens": 200_000}},
+            "config key 'model.max_tokens' must be smaller than model.context_length (128000), "
+            "got 200000: it is the reply budget taken out of the window, so nothing would be "
+            "left for the conversation; lower it or raise model.context_length",
+        ),
+        (
+            {"model": {"max_tokens": 0}},
+            "config key 'model.max_tokens' must be a positive integer or null, got 0: "
+            "use null for no reply budget",
+        ),
+        (
+            {"compression": {"threshold_tokens": -5}},
+            "config key 'compression.threshold_tokens' must be a positive integer or null, "
+            "got -5: use null for no cap",
+        ),
+        (
+            {"compression": {"threshold_tokens": 0}},
+            "config key 'compression.threshold_tokens' must be a positive integer or null, "
+            "got 0: use null for no cap",
+        ),
+        (
+            {"auxiliary": {"compression": {"timeout": -1}}},
+            "config key 'auxiliary.compression.timeout' must be a positive number of seconds, "
+            "got -1.0: e.g. 120, or remove the key",
+        ),
+        (
+            {"auxiliary": {"compression": {"timeout": 0}}},
+            "config key 'auxiliary.compression.timeout' must be a positive number of seconds, "
+            "got 0.0: e.g. 120, or remove the key",
+        ),
+        (
+            {"auxiliary": {"compression": {"timeout": float("inf")}}},
+            "config key 'auxiliary.compression.timeout' must be a positive number of seconds, "
+            "got inf: e.g. 120, or remove the key",
+        ),
+        (
+            {"compression": {"proactive_prune_tokens": -1}},
+            "config key 'compression.proactive_prune_tokens' must be an integer >= 0, got -1: "
+            "remove the key to use the default",
+        ),
+        (
+            {"memory": {"memory_char_limit": 0}},
+            "config key 'memory.memory_char_limit' must be an integer >= 1, got 0: "
+            "remove the key to use the default",
+        ),
+    ],
+    ids=[
+        "max-tokens-equals-window",
+        "max-tokens-over-window",
+        "max-tokens-zero",
+        "negative-threshold-tokens",
+        "zero-threshold-tokens",
+        "negative-timeout",
+        "zero-timeout",
+        "infinite-timeout",
+        "negative-prune-tokens",
+        "zero-char-limit",
+    ],
+)
+def test_unusable_values_name_the_key_the_value_and_the_fix(overrides, message):
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=overrides)
+    assert str(info.value) == message
+    assert info.value.key == message.split("'")[1]
+
+
+def test_max_tokens_below_the_window_is_fine():
+    cfg = load_config(overrides={"model": {"context_length": 8000, "max_tokens": 7999}})
+    assert cfg.model.max_tokens == 7999
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("auxiliary:\n  compression:\n    timeout: .nan\n", "auxiliary.compression.timeout"),
+        ("compression:\n  threshold: .nan\n", "compression.threshold"),
+        ("compression:\n  target_ratio: .nan\n", "compression.target_ratio"),
+        ("compression:\n  model_thresholds: {gpt: .nan}\n", "compression.model_thresholds.gpt"),
+    ],
+)
+def test_nan_is_refused_naming_the_key(hermes_home, text, key):
+    write_config(hermes_home, text)
+    with pytest.raises(ConfigError) as info:
+        load_config()
+    assert str(info.value) == (
+        f"config key '{key}' must be a number, got NaN: write a number, "
+        "or remove the key to use the default"
+    )
+    assert info.value.key == key
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"threshold_percent": float("nan")},
+            "threshold_percent must be a ratio between 0 and 1, got nan: e.g. 0.5",
+        ),
+        (
+            {"target_ratio": float("nan")},
+            "target_ratio must be a ratio between 0 and 1, got nan: e.g. 0.5",
+        ),
+        (
+            {"threshold_percent": float("inf")},
+            "threshold_percent must be a ratio between 0 and 1, got inf: e.g. 0.5",
+        ),
+        (
+            {"model_thresholds": {"gpt": float("nan")}},
+            "model_thresholds['gpt'] must be a ratio between 0 and 1, got nan: e.g. 0.5",
+        ),
+        (
+            {"max_tokens": 8000},
+            "max_tokens (8000) must be smaller than context_length (8000): it is the reply "
+            "budget taken out of the window; lower it",
+        ),
+    ],
+)
+def test_compressor_constructor_refuses_unusable_numbers(kwargs, message):
+    with pytest.raises(ConfigError) as info:
+        ContextCompressor(8000, model="gpt", **kwargs)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("value", "fix"),
+    [
+        (75, "it is a ratio, not a percent: write 0.75 for 75%"),
+        (1.5, "it is a ratio, not a percent: write 0.015 for 1.5%"),
+        (0, "write a share of the context window, e.g. 0.5 for half of it"),
+        (-0.5, "write a share of the context window, e.g. 0.5 for half of it"),
+    ],
+)
+def test_model_thresholds_are_ratios(value, fix):
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides={"compression": {"model_thresholds": {"gpt-4o": value}}})
+    assert str(info.value) == (
+        f"config key 'compression.model_thresholds.gpt-4o' must be a ratio in (0, 1], "
+        f"got {float(value)!r}: {fix}"
+    )
+
+
+def test_threshold_as_a_percent_says_to_use_a_ratio():
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides={"compression": {"threshold": 50}})
+    assert str(info.value) == (
+        "config key 'compression.threshold' must be a ratio in (0, 1], got 50.0: "
+        "it is a ratio, not a percent: write 0.5 for 50%"
+    )
+
+
+# --- numbers too long for Python --------------------------------------------
+
+
+def test_a_5000_digit_integer_in_the_file_names_the_key(hermes_home):
+    path = write_config(
+        hermes_home, "model:\n  name: x\ncompression:\n  threshold_tokens: " + "9" * 5000 + "\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config()
+    assert str(info.value) == (
+        f"config key 'compression.threshold_tokens' (line 4 of {path}) is a number with "
+        "5,000 digits: use a small integer"
+    )
+    assert info.value.key == "compression.threshold_tokens"
+
+
+def test_a_huge_integer_from_code_does_not_break_the_message():
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides={"compression": {"max_attempts": -(10**5000)}})
+    assert str(info.value) == (
+        "config key 'compression.max_attempts' must be an integer >= 1, "
+        "got a number too long to print: use 1 to 10"
+    )
+
+
+# --- settings nothing reads yet ---------------------------------------------
+
+UNSUPPORTED = [
+    (
+        "auxiliary",
+        {"compression": {"provider": "openrouter"}},
+        "auxiliary.compression.provider",
+        "auto",
+    ),
+    ("memory", {"nudge_interval": 5}, "memory.nudge_interval", "10"),
+    ("memory", {"flush_min_turns": 3}, "memory.flush_min_turns", "6"),
+    ("memory", {"provider": "honcho"}, "memory.provider", "''"),
+    ("skills", {"creation_nudge_interval": 1}, "skills.creation_nudge_interval", "15"),
+]
+
+
+@pytest.mark.parametrize(("section", "values", "key", "default"), UNSUPPORTED)
+def test_unsupported_settings_refuse_other_values(section, values, key, default):
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides={section: values})
+    assert str(info.value) == (
+        f"config key '{key}' is not supported yet: remove it or set it to {default} (the default)"
+    )
+    assert info.value.key == key
+
+
+@pytest.mark.parametrize(("key", "f"), list(all_settings()), ids=lambda v: getattr(v, "name", v))
+def test_every_setting_accepts_its_default_explicitly(key, f):
+    section, name = key.rsplit(".", 1)
+    overrides: dict = {}
+    node = overrides
+    for part in section.split("."):
+        node = node.setdefault(part, {})
+    node[name] = default_of(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_config(overrides=overrides)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"compression": {"progress_notices": True}},
+        {"compression": {"idle_compact_after_seconds": 600}},
+        {"compression": {"micro_compact": True}},
+        {"memory": {"memory_enabled": False}},
+        {"memory": {"user_profile_enabled": False}},
+    ],
+)
+def test_agent_settings_are_accepted(overrides):
+    cfg = load_config(overrides=overrides)
+    [(section, values)] = overrides.items()
+    [(key, value)] = values.items()
+    assert getattr(getattr(cfg, section), key) == value
+
+
+def test_settings_read_by_nothing_are_unsupported_or_agent():
+    """A setting marked used must be read somewhere in the package besides config.py."""
+    src = Path(config_module.__file__).parent
+    code = "\n".join(
+        p.read_text(encoding="utf-8") for p in src.rglob("*.py") if p.name != "config.py"
+    )
+    for key, f in all_settings():
+        if f.metadata["status"] != config_module.USED:
+            continue
+        readers = (f".{f.name}", f'"{f.metadata["param"]}"', f"{f.metadata['param']}=")
+        assert any(r in code for r in readers if r), key
+
+
+# --- the template and the docs are generated from the fields -------------------
+
+
+def test_template_has_every_setting_with_its_default_and_a_comment():
+    lines = DEFAULT_CONFIG_YAML.splitlines()
+    for key, f in all_settings():
+        name = key.rsplit(".", 1)[1]
+        value = config_module._yaml_scalar(default_of(f))
+        matches = [line for line in lines if line.strip().startswith(f"{name}: {value}")]
+        assert matches, key
+        assert any(f"# {f.metadata['doc']}" in line for line in matches), key
+
+
+def test_docs_table_is_generated_from_the_fields():
+    docs = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+    assert config_module.settings_table() in docs.read_text(encoding="utf-8"), (
+        "docs/configuration.md is out of date: replace its settings table with the output of "
+        "python -c 'from hermes_context.config import settings_table; print(settings_table())'"
+    )
+    for key, _ in all_settings():
+        assert f"| `{key}` |" in config_module.settings_table()
+
+
+def test_docs_list_the_agent_settings_as_used_by_the_agent():
+    table = config_module.settings_table()
+    for key in AGENT_SETTINGS:
+        [row] = [line for line in table.splitlines() if line.startswith(f"| `{key}` |")]
+        assert row.endswith("**used by the agent** |")
+
+
+@pytest.mark.parametrize("layout", ["file", "under-a-file"])
+def test_home_that_cannot_be_a_folder(tmp_path, layout):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    home = blocker if layout == "file" else blocker / "home"
+    with pytest.raises(ConfigError) as info:
+        load_config(hermes_home=home)
+    fix = "point HERMES_HOME (or --home) at a folder"
+    assert str(info.value) == (
+        f"HERMES_HOME {home} is a file, not a folder: {fix}"
+        if layout == "file"
+        else f"HERMES_HOME {home} cannot be a folder: {blocker} is a file: {fix}"
+    )

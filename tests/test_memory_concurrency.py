@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import multiprocessing
 import os
@@ -21,12 +22,15 @@ from hermes_context.memory import content_hash
 from hermes_context.memory.entries import parse_entries
 
 WORKERS = 8
-OPS_PER_WORKER = 250
+# Seconds each worker keeps writing: a short burst by default, e.g.
+# HERMES_STRESS_SECONDS=30 for a long run (README, "Tests").
+STRESS_SECONDS = float(os.environ.get("HERMES_STRESS_SECONDS", "2"))
+MIN_OPS_PER_WORKER = 10  # however short the run: enough writes to race and to be refused
 BIG_LIMIT = 10_000_000  # limits raised so the test exercises races, not budgets
-JOIN_TIMEOUT = 150
+JOIN_TIMEOUT = STRESS_SECONDS + 150
 
 
-def _worker(home: str, wid: int, n_ops: int, out: str) -> None:
+def _worker(home: str, wid: int, seconds: float, out: str) -> None:
     """One session: mixed add/replace/remove on both files; records what it expects."""
     store = MemoryStore(
         Path(home) / "memories", memory_char_limit=BIG_LIMIT, user_char_limit=BIG_LIMIT
@@ -34,7 +38,10 @@ def _worker(home: str, wid: int, n_ops: int, out: str) -> None:
     rng = random.Random(wid)
     live: dict[str, list[str]] = {"memory": [], "user": []}
     committed, refused, unexpected = [], [], []
-    for k in range(n_ops):
+    deadline = time.monotonic() + seconds
+    for k in itertools.count():
+        if k >= MIN_OPS_PER_WORKER and time.monotonic() >= deadline:
+            break
         target = rng.choice(("memory", "user"))
         mine, roll = live[target], rng.random()
         if not mine or roll < 0.45:
@@ -71,7 +78,7 @@ def _run_workers(home: Path, tmp_path: Path) -> list[dict]:
     ctx = multiprocessing.get_context("spawn")
     outs = [tmp_path / f"worker{i}.json" for i in range(WORKERS)]
     procs = [
-        ctx.Process(target=_worker, args=(str(home), i, OPS_PER_WORKER, str(outs[i])))
+        ctx.Process(target=_worker, args=(str(home), i, STRESS_SECONDS, str(outs[i])))
         for i in range(WORKERS)
     ]
     for p in procs:
@@ -101,6 +108,7 @@ def _replay(journal: list[dict]) -> dict[str, collections.Counter]:
     return bags
 
 
+@pytest.mark.slow
 def test_eight_processes_lose_no_update(hermes_home, tmp_path):
     reports = _run_workers(hermes_home, tmp_path)
     assert [r["unexpected"] for r in reports] == [[]] * WORKERS
@@ -186,6 +194,73 @@ def test_sigkill_mid_write_leaves_old_or_new_file_and_no_stale_lock(hermes_home,
     assert _add_within(store, "after the crash", 10)["success"]
     assert store.entries("memory") == [text, "after the crash"]
     assert not list(folder.glob(".MEMORY.md.*.tmp"))
+    _assert_journal_matches_files(store)
+
+
+def _assert_journal_matches_files(store: MemoryStore) -> None:
+    """Every entry on disk has its journal records, and no record is left unconfirmed."""
+    records = store.history()
+    assert [r for r in records if r.get("status")] == []
+    for target, bag in _replay(records).items():
+        on_disk = collections.Counter(content_hash(e) for e in store.entries(target))
+        assert +bag == on_disk and -bag == collections.Counter()
+    assert not list(store.memory_dir.glob("*.intent"))
+
+
+# A writer that SIGKILLs itself at one step of the write-ahead protocol of its second write.
+_KILL_AT = """
+import os, signal, sys
+from hermes_context import MemoryStore
+from hermes_context.memory import journal
+store = MemoryStore(sys.argv[1])
+store.add("memory", "A")
+point = sys.argv[2]
+real_append = journal.Journal.append
+def append(self, records):
+    phase = records[0].get("phase")
+    if point == f"before-{phase}":
+        os.kill(os.getpid(), signal.SIGKILL)
+    real_append(self, records)
+    if point == f"after-{phase}":
+        os.kill(os.getpid(), signal.SIGKILL)
+journal.Journal.append = append
+real_replace = os.replace
+def replace(src, dst):
+    real_replace(src, dst)
+    if point == "after-rename" and str(dst).endswith("MEMORY.md"):
+        os.kill(os.getpid(), signal.SIGKILL)
+os.replace = replace
+store.replace("memory", "A", "B")
+"""
+
+
+@pytest.mark.parametrize(
+    ("point", "on_disk", "shown_before_settling"),
+    [
+        ("before-intent", "A", [None]),  # intent file written, journal untouched
+        ("after-intent", "A", [None, "unconfirmed"]),  # recorded, file not replaced yet
+        ("after-rename", "B", [None, "unconfirmed"]),  # file replaced, not confirmed
+        ("before-commit", "B", [None, "unconfirmed"]),
+        ("after-commit", "B", [None, None]),  # confirmed, intent file not yet removed
+    ],
+)
+def test_writer_killed_at_each_step_leaves_an_honest_journal(
+    hermes_home, point, on_disk, shown_before_settling
+):
+    folder = hermes_home / "memories"
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILL_AT, str(folder), point], timeout=60, check=False
+    )
+    assert proc.returncode == -signal.SIGKILL
+    assert (folder / "MEMORY.md").read_text(encoding="utf-8") == on_disk
+    store = MemoryStore(folder)
+    assert [r.get("status") for r in store.history()] == shown_before_settling
+    assert (folder / "MEMORY.md.intent").exists()  # what the next writer settles
+    assert store.add("memory", "after the crash")["success"]
+    assert store.entries("memory") == [on_disk, "after the crash"]
+    _assert_journal_matches_files(store)
+    replace = [r for r in store.history() if r["action"] == "replace"]
+    assert len(replace) == (on_disk == "B")
 
 
 def test_killed_lock_holder_does_not_block_the_next_writer(hermes_home):

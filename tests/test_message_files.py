@@ -12,7 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hermes_context.cli import message_files
-from hermes_context.cli.message_files import parse_messages, read_messages, write_messages
+from hermes_context.cli._common import BadArgumentError, FileAccessError
+from hermes_context.cli.message_files import (
+    MAX_NESTING,
+    check_output_path,
+    parse_messages,
+    read_messages,
+    write_messages,
+)
 from hermes_context.errors import HermesContextError, InputFileError
 
 USER = {"role": "user", "content": "hi"}
@@ -284,12 +291,41 @@ def test_write_round_trips_and_leaves_no_temp_file(tmp_path, name):
     assert [p.name for p in out.iterdir()] == [name]
 
 
-def test_write_creates_folders_and_overwrites(tmp_path):
-    path = tmp_path / "a" / "b" / "out.json"
+def test_write_overwrites(tmp_path):
+    out = empty_dir(tmp_path)
+    path = out / "out.json"
     write_messages(str(path), [USER])
     write_messages(str(path), CONVERSATION)
     assert read_messages(str(path)) == CONVERSATION
-    assert [p.name for p in path.parent.iterdir()] == ["out.json"]
+    assert [p.name for p in out.iterdir()] == ["out.json"]
+
+
+def test_write_never_creates_folders(tmp_path):
+    path = tmp_path / "a" / "b" / "out.json"
+    with pytest.raises(FileAccessError) as info:
+        write_messages(str(path), [USER])
+    assert str(info.value) == f"cannot write {path}: the folder {path.parent} does not exist"
+    assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.parametrize("sub", ["a", "a/b"])
+def test_check_output_path_names_the_missing_folder(tmp_path, sub):
+    path = tmp_path / sub / "out.json"
+    with pytest.raises(BadArgumentError) as info:
+        check_output_path(str(path))
+    assert str(info.value) == (
+        f"cannot write {path}: the folder {path.parent} does not exist; create it first"
+    )
+    check_output_path(str(tmp_path / "out.json"))
+    assert not (tmp_path / "a").exists()
+
+
+def test_check_output_path_folder_is_a_file(tmp_path):
+    (tmp_path / "file").write_text("x")
+    path = tmp_path / "file" / "out.json"
+    with pytest.raises(BadArgumentError) as info:
+        check_output_path(str(path))
+    assert str(info.value) == f"cannot write {path}: {tmp_path / 'file'} is not a folder"
 
 
 def test_failed_write_keeps_the_old_file_and_no_temp(tmp_path, monkeypatch):
@@ -302,8 +338,9 @@ def test_failed_write_keeps_the_old_file_and_no_temp(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(message_files.os, "fsync", broken_fsync)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(FileAccessError) as info:
         write_messages(str(path), CONVERSATION)
+    assert str(info.value) == f"cannot write {path}: no space left on the device"
     assert path.read_bytes() == before
     assert [p.name for p in out.iterdir()] == ["out.json"]
 
@@ -312,8 +349,9 @@ def test_failed_replace_leaves_no_temp(tmp_path):
     out = empty_dir(tmp_path)
     target = out / "taken.json"
     target.mkdir()
-    with pytest.raises(OSError):
+    with pytest.raises(FileAccessError) as info:
         write_messages(str(target), [USER])
+    assert str(info.value) == f"cannot write {target}: it is a folder"
     assert [p.name for p in out.iterdir()] == ["taken.json"]
     assert target.is_dir()
 
@@ -384,3 +422,82 @@ def test_parse_messages_uses_the_given_name():
     assert (
         str(info.value) == "inline: expected a JSON array of messages or an object with 'messages'"
     )
+
+
+# --- numbers too long, nesting too deep, bytes that are not UTF-8 -----------------
+
+LONG = "7" * 5000
+
+
+@pytest.mark.parametrize(
+    ("text", "location"),
+    [
+        (f'[{{"role": "user", "content": "hi", "n": {LONG}}}]', "line 1"),
+        (
+            f'[\n {{"role": "user", "content": "hi"}},\n {{"role": "user", "content": -{LONG}}}\n]',
+            "line 3",
+        ),
+        (
+            f'{{"role": "user", "content": "a"}}\n{{"role": "user", "content": "b", "n": {LONG}}}\n',
+            "line 2",
+        ),
+        (
+            f'{{"role": "user", "content": "a", "n": {LONG}}}\n{{"role": "user", "content": "b"}}\n',
+            "line 1",
+        ),
+    ],
+    ids=["json", "json-line-3-negative", "jsonl-line-2", "jsonl-line-1"],
+)
+def test_a_5000_digit_integer_is_an_input_error(tmp_path, text, location):
+    path = put(tmp_path, text)
+    error = read_error(path)
+    assert (error.location, error.problem) == (
+        location,
+        "a number has 5,000 digits, more than the 4,300 that can be read",
+    )
+
+
+@pytest.mark.parametrize("depth", [MAX_NESTING, 500, 100_000])
+def test_deep_nesting_is_an_input_error(tmp_path, depth):
+    inner = "[" * depth + "]" * depth
+    path = put(tmp_path, f'[{{"role": "user", "content": "hi", "meta": {inner}}}]')
+    error = read_error(path)
+    assert str(error) == f"{path}: JSON nested too deeply (messages nest at most 100 levels)"
+
+
+def test_deep_nesting_in_jsonl_is_an_input_error(tmp_path):
+    line = '{"role": "user", "content": "hi", "meta": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    path = put(tmp_path, '{"role": "user", "content": "a"}\n' + line + "\n")
+    assert str(read_error(path)) == (
+        f"{path}: JSON nested too deeply (messages nest at most 100 levels)"
+    )
+
+
+def test_nesting_up_to_the_limit_is_accepted(tmp_path):
+    inner = "[" * (MAX_NESTING - 2) + "]" * (MAX_NESTING - 2)
+    messages = read_messages(put(tmp_path, f'[{{"role": "user", "content": "hi", "m": {inner}}}]'))
+    assert messages[0]["content"] == "hi"
+
+
+def test_stdin_not_utf8(monkeypatch):
+    stdin = io.TextIOWrapper(io.BytesIO(b'[{"role": "user", "content": "caf\xe9"}]'))
+    monkeypatch.setattr("sys.stdin", stdin)
+    with pytest.raises(InputFileError) as info:
+        read_messages("-")
+    assert str(info.value) == "<stdin>: not UTF-8 text (byte 33)"
+
+
+def test_stdin_bytes_are_decoded_as_utf8(monkeypatch):
+    data = json.dumps([{"role": "user", "content": "你好"}], ensure_ascii=False).encode()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data), encoding="latin-1"))
+    assert read_messages("-") == [{"role": "user", "content": "你好"}]
+
+
+@pytest.mark.parametrize("name", ["out.json", "out.jsonl"])
+def test_lone_surrogates_are_written_escaped_and_read_back(tmp_path, name):
+    path = tmp_path / name
+    messages = [{"role": "user", "content": "emoji half \ud83d and \udcff"}, ANSWER]
+    write_messages(str(path), messages)
+    text = path.read_text(encoding="utf-8")  # valid UTF-8
+    assert "\\ud83d" in text and "\\udcff" in text
+    assert read_messages(str(path)) == messages

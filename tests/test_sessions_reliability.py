@@ -15,10 +15,11 @@ import time
 import pytest
 
 from hermes_context import SessionDB, StoreError
-from hermes_context.sessions import connection
+from hermes_context.sessions import connection, queries
 
-# Seconds the concurrency test runs (the issue asks for 30).
-STRESS_SECONDS = float(os.environ.get("HERMES_SESSIONS_STRESS_SECONDS", "30"))
+# Seconds the concurrency test runs: a short burst by default, e.g.
+# HERMES_STRESS_SECONDS=30 for the long run the issue asks for (README, "Tests").
+STRESS_SECONDS = float(os.environ.get("HERMES_STRESS_SECONDS", "2"))
 WRITERS = 4
 READERS = 4
 
@@ -96,7 +97,8 @@ def _spawn(script, *args):
     )
 
 
-def test_four_writers_four_readers_for_thirty_seconds(tmp_path):
+@pytest.mark.slow
+def test_four_writers_four_readers_under_load(tmp_path):
     path = tmp_path / "state.db"
     with SessionDB(path) as db:
         db.create_session("shared")
@@ -268,3 +270,44 @@ def test_lock_held_forever_gives_a_clear_store_error(tmp_path, monkeypatch):
         blocker.execute("ROLLBACK")
         blocker.close()
         assert db.get_messages(sid) == []
+
+
+def test_busy_retry_does_not_repeat_progress(tmp_path, monkeypatch):
+    monkeypatch.setattr(queries, "IMPORT_CHUNK", 2)
+    real_insert, inserts = queries.insert_rows, []
+
+    def busy_once(conn, rows):
+        inserts.append(len(rows))
+        if len(inserts) == 2:  # the second chunk of the first attempt
+            raise sqlite3.OperationalError("database is locked")
+        return real_insert(conn, rows)
+
+    monkeypatch.setattr(queries, "insert_rows", busy_once)
+    seen = []
+    messages = [{"role": "user", "content": f"m{i}"} for i in range(5)]
+    with SessionDB(tmp_path / "state.db") as db:
+        sid = db.import_session(messages, progress=seen.append)
+        assert db.get_messages(sid) == messages
+        assert [s["id"] for s in db.list_sessions()] == [sid]
+    assert inserts == [2, 2, 2, 2, 1]  # the whole transaction ran again
+    assert seen == [2, 4, 5]
+
+
+def test_reads_write_nothing(tmp_path):
+    path = tmp_path / "state.db"
+    with SessionDB(path) as db:
+        db.create_session("s", title="t")
+        db.append_messages("s", [{"role": "user", "content": "numbat"}])
+    conn = sqlite3.connect(path)
+    dump = list(conn.iterdump())
+    changes = conn.execute("PRAGMA data_version").fetchone()
+    with SessionDB(path) as db:
+        db.list_sessions()
+        db.get_messages("s")
+        db.search("numbat")
+        db.session_search()
+        db.session_search(query="numbat")
+        db.session_search(session_id="s")
+    assert conn.execute("PRAGMA data_version").fetchone() == changes
+    assert list(conn.iterdump()) == dump
+    conn.close()

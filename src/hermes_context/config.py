@@ -1,8 +1,13 @@
 """Typed configuration, its load order, and ``HERMES_HOME`` resolution (SPEC 3.8, 10).
 
 Load order for every value: explicit argument > config file > environment
-variable > default. Unknown keys warn; a value of the wrong type fails with a
-``ConfigError`` naming the key and the expected type.
+variable > default. Unknown keys warn; a wrong value fails with a
+``ConfigError`` naming the key, the expected value and how to fix it.
+
+Every setting is declared once, as a dataclass field with its default, a
+one-line doc and its rule (``_setting``). The ``config init`` template, the
+``config show`` document, the table in docs/configuration.md and
+``ContextCompressor.from_config`` are all derived from those fields.
 """
 
 from __future__ import annotations
@@ -10,9 +15,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 import types
 import typing
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +42,16 @@ ENV_HOME = "HERMES_HOME"
 ENV_BASE_URL = "HERMES_CONTEXT_BASE_URL"
 ENV_MODEL = "HERMES_CONTEXT_MODEL"
 
+# Who reads a setting (field metadata "status").
+USED = "used"
+# Read by the agent loop (being built): accepted and kept, not read by the library yet.
+AGENT = "agent"
+# Read by nothing yet: a non-default value is refused rather than silently ignored.
+UNSUPPORTED = "unsupported"
+
+# A value check: (dotted key, value) -> the value to keep; raises ConfigError.
+Check = Callable[[str, Any], Any]
+
 
 def resolve_hermes_home(hermes_home: str | os.PathLike[str] | None = None) -> Path:
     """Return the home folder: the argument, else ``$HERMES_HOME``, else ``~/.hermes-context``."""
@@ -42,16 +59,158 @@ def resolve_hermes_home(hermes_home: str | os.PathLike[str] | None = None) -> Pa
     return Path(raw).expanduser()
 
 
+def check_hermes_home(home: Path) -> None:
+    """Refuse a home that cannot be a folder (a file, or a path through a file).
+
+    A missing home is fine: it is created when something is first stored.
+
+    Raises:
+        ConfigError: naming the path, the problem and the fix.
+    """
+    fix = "point HERMES_HOME (or --home) at a folder"
+    try:
+        if home.exists() and not home.is_dir():
+            raise ConfigError(f"HERMES_HOME {home} is a file, not a folder: {fix}")
+        home.stat()
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        blocker = next((p for p in reversed(home.parents) if p.is_file()), home)
+        raise ConfigError(
+            f"HERMES_HOME {home} cannot be a folder: {blocker} is a file: {fix}"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"HERMES_HOME {home} cannot be used: {exc.strerror or exc}: "
+            f"fix its permissions or {fix} you can use"
+        ) from None
+
+
+# --- declaring settings -----------------------------------------------------
+
+
+def _setting(
+    default: Any = dataclasses.MISSING,
+    doc: str = "",
+    *,
+    factory: Callable[[], Any] | None = None,
+    check: Check | None = None,
+    status: str = USED,
+    param: str | None = None,
+) -> Any:
+    """A config field: its default, one line of doc, its check and who reads it.
+
+    Args:
+        param: The ``ContextCompressor`` argument the setting is passed as.
+    """
+    meta = {"doc": doc, "check": check, "status": status, "param": param}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _show(value: Any) -> str:
+    """``repr`` for messages, short, and safe for integers too long to print."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int over sys.get_int_max_str_digits()
+        return "a number too long to print"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _invalid(key: str, expected: str, value: Any, fix: str) -> ConfigError:
+    return ConfigError(f"config key '{key}' must be {expected}, got {_show(value)}: {fix}", key=key)
+
+
+def _ratio(key: str, value: float) -> float:
+    if 0 < value <= 1:
+        return value
+    if 1 < value <= 100:
+        fix = f"it is a ratio, not a percent: write {value / 100:g} for {value:g}%"
+    else:
+        fix = "write a share of the context window, e.g. 0.5 for half of it"
+    raise _invalid(key, "a ratio in (0, 1]", value, fix)
+
+
+def _ratios(key: str, value: dict[str, float]) -> dict[str, float]:
+    return {name: _ratio(f"{key}.{name}", pct) for name, pct in value.items()}
+
+
+def _at_least(minimum: int, fix: str = "") -> Check:
+    def check(key: str, value: int) -> int:
+        if value < minimum:
+            raise _invalid(
+                key, f"an integer >= {minimum}", value, fix or "remove the key to use the default"
+            )
+        return value
+
+    return check
+
+
+def _positive_or_null(fix: str) -> Check:
+    def check(key: str, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise _invalid(key, "a positive integer or null", value, fix)
+        return value
+
+    return check
+
+
+def _seconds(key: str, value: float) -> float:
+    if 0 < value < math.inf:
+        return value
+    raise _invalid(key, "a positive number of seconds", value, "e.g. 120, or remove the key")
+
+
+def _clamped(low: float, high: float) -> Check:
+    def check(key: str, value: float) -> float:
+        if math.isnan(value):
+            raise _invalid(key, f"a number ({low:g}-{high:g})", value, "e.g. 0.2")
+        return min(max(value, low), high)
+
+    return check
+
+
+def _capped(low: int, high: int) -> Check:
+    def check(key: str, value: int) -> int:
+        if value < low:
+            raise _invalid(key, f"an integer >= {low}", value, f"use {low} to {high}")
+        return min(value, high)
+
+    return check
+
+
+def _one_of(*choices: str) -> Check:
+    def check(key: str, value: str) -> str:
+        if value not in choices:
+            raise _invalid(key, f"one of {', '.join(choices)}", value, "pick one of them")
+        return value
+
+    return check
+
+
+_COUNT = _at_least(0)
+
+
+# --- the settings -----------------------------------------------------------
+
+
 @dataclass
 class ModelConfig:
     """The main chat model (any OpenAI-compatible endpoint)."""
 
-    base_url: str | None = None
-    api_key: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    name: str | None = None
-    context_length: int = 128_000
-    max_tokens: int | None = None
+    base_url: str | None = _setting(
+        None, "OpenAI-compatible endpoint of the main model, e.g. http://localhost:8000/v1"
+    )
+    api_key: str | None = _setting(None, "the API key; better: leave null and use api_key_env")
+    api_key_env: str = _setting("OPENAI_API_KEY", "environment variable holding the API key")
+    name: str | None = _setting(None, "model name sent to the endpoint")
+    context_length: int = _setting(128_000, "context window in tokens", check=_at_least(1))
+    max_tokens: int | None = _setting(
+        None,
+        "reply budget subtracted from the window (null: none)",
+        check=_positive_or_null("use null for no reply budget"),
+    )
 
     def resolved_api_key(self) -> str | None:
         """The key itself, else the value of the ``api_key_env`` variable."""
@@ -62,62 +221,150 @@ class ModelConfig:
 class CompressionConfig:
     """``compression.*`` (SPEC 3.8)."""
 
-    enabled: bool = True
-    threshold: float = 0.50
-    model_thresholds: dict[str, float] = field(default_factory=dict)
-    threshold_tokens: int | None = None
-    target_ratio: float = 0.20
-    protect_first_n: int = 3
-    protect_last_n: int = 20
-    min_tail_user_messages: int = 1
-    max_attempts: int = 3
-    in_place: bool = True
-    abort_on_summary_failure: bool = False
-    proactive_prune_tokens: int = 0
-    proactive_prune_min_result_chars: int = 8_000
-    proactive_prune_min_reclaim_tokens: int = 4_096
-    progress_notices: bool = False
-    idle_compact_after_seconds: int = 0
-    micro_compact: bool = False
+    enabled: bool = _setting(True, "automatic compression on/off", param="enabled")
+    threshold: float = _setting(
+        0.50,
+        "trigger share of the window, a ratio 0-1 (raised to 0.75 under 512K tokens)",
+        check=_ratio,
+        param="threshold_percent",
+    )
+    model_thresholds: dict[str, float] = _setting(
+        doc="model-name substring -> ratio 0-1 of the window; the longest match wins",
+        factory=dict,
+        check=_ratios,
+        param="model_thresholds",
+    )
+    threshold_tokens: int | None = _setting(
+        None,
+        "absolute cap on the threshold in tokens (null: no cap)",
+        check=_positive_or_null("use null for no cap"),
+        param="threshold_tokens_cap",
+    )
+    target_ratio: float = _setting(
+        0.20,
+        "tail budget as a share of the threshold (clamped 0.10-0.80)",
+        check=_clamped(TARGET_RATIO_MIN, TARGET_RATIO_MAX),
+        param="target_ratio",
+    )
+    protect_first_n: int = _setting(
+        3,
+        "messages after the system prompt protected until the first compression",
+        check=_COUNT,
+        param="protect_first_n",
+    )
+    protect_last_n: int = _setting(
+        20, "tail floor = min(this, 8) messages", check=_COUNT, param="protect_last_n"
+    )
+    min_tail_user_messages: int = _setting(
+        1, "real user messages the tail keeps", check=_COUNT, param="min_tail_user_messages"
+    )
+    max_attempts: int = _setting(
+        3,
+        f"compressions allowed inside one user turn (capped at {MAX_ATTEMPTS_HARD_CAP})",
+        check=_capped(1, MAX_ATTEMPTS_HARD_CAP),
+        param="max_attempts",
+    )
+    in_place: bool = _setting(
+        True, "compress --session keeps the session (false: carries on in a child session)"
+    )
+    abort_on_summary_failure: bool = _setting(
+        False,
+        "keep the messages unchanged when the LLM summary fails",
+        param="abort_on_summary_failure",
+    )
+    proactive_prune_tokens: int = _setting(
+        0,
+        "prompt size that triggers prune passes 1-3 alone (0: off)",
+        check=_COUNT,
+        param="proactive_prune_tokens",
+    )
+    proactive_prune_min_result_chars: int = _setting(
+        8_000,
+        "tool results shorter than this are left alone by the proactive prune",
+        check=_COUNT,
+        param="proactive_prune_min_result_chars",
+    )
+    proactive_prune_min_reclaim_tokens: int = _setting(
+        4_096,
+        "the proactive prune keeps its result only when it saves at least this",
+        check=_COUNT,
+        param="proactive_prune_min_reclaim_tokens",
+    )
+    progress_notices: bool = _setting(
+        False, "tell the user when compression starts and ends", status=AGENT
+    )
+    idle_compact_after_seconds: int = _setting(
+        0, "compress a conversation idle this long (0: off)", check=_COUNT, status=AGENT
+    )
+    micro_compact: bool = _setting(
+        False, "prune old tool results between requests, below the threshold", status=AGENT
+    )
+
+    def compressor_kwargs(self) -> dict[str, Any]:
+        """These settings as ``ContextCompressor`` keyword arguments."""
+        return {
+            f.metadata["param"]: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.metadata.get("param")
+        }
 
 
 @dataclass
 class AuxiliaryModelConfig:
     """A side model (``auxiliary.compression.*``); empty fields fall back to the main model."""
 
-    provider: str = "auto"
-    model: str | None = None
-    base_url: str | None = None
-    api_key: str | None = None
-    timeout: float = 120.0
+    provider: str = _setting(
+        "auto", "who serves the summary model (auto: its base_url)", status=UNSUPPORTED
+    )
+    model: str | None = _setting(None, "summary model name (null: the main model)")
+    base_url: str | None = _setting(None, "its endpoint (null: the main model's)")
+    api_key: str | None = _setting(None, "its API key (null: the main model's)")
+    timeout: float = _setting(120.0, "seconds per summary request", check=_seconds)
 
 
 @dataclass
 class AuxiliaryConfig:
     """``auxiliary.*``: models used for side jobs."""
 
-    compression: AuxiliaryModelConfig = field(default_factory=AuxiliaryModelConfig)
+    compression: AuxiliaryModelConfig = _setting(
+        doc="a cheaper summary model; 404/503/timeout/bad JSON on it retries on the main model",
+        factory=AuxiliaryModelConfig,
+    )
 
 
 @dataclass
 class MemoryConfig:
     """``memory.*`` (SPEC 5)."""
 
-    memory_enabled: bool = True
-    user_profile_enabled: bool = True
-    memory_char_limit: int = 2_200
-    user_char_limit: int = 1_375
-    nudge_interval: int = 10
-    flush_min_turns: int = 6
-    provider: str = ""
-    write_approval: str = "allow"
+    memory_enabled: bool = _setting(True, "MEMORY.md goes into the system prompt", status=AGENT)
+    user_profile_enabled: bool = _setting(True, "USER.md goes into the system prompt", status=AGENT)
+    memory_char_limit: int = _setting(
+        2_200, "size limit of MEMORY.md in characters", check=_at_least(1)
+    )
+    user_char_limit: int = _setting(
+        1_375, "size limit of USER.md in characters", check=_at_least(1)
+    )
+    nudge_interval: int = _setting(
+        10, "user turns between background memory reviews", status=UNSUPPORTED
+    )
+    flush_min_turns: int = _setting(
+        6, "turns that make a session reviewed before it ends", status=UNSUPPORTED
+    )
+    provider: str = _setting("", "external memory provider plugin ('': none)", status=UNSUPPORTED)
+    write_approval: str = _setting(
+        "allow",
+        "memory writes: allow | stage (for review) | block",
+        check=_one_of(*WRITE_APPROVAL_MODES),
+    )
 
 
 @dataclass
 class SkillsConfig:
     """``skills.*`` (SPEC 7)."""
 
-    creation_nudge_interval: int = 15
+    creation_nudge_interval: int = _setting(
+        15, "tool iterations between background skill reviews", status=UNSUPPORTED
+    )
 
 
 @dataclass
@@ -134,10 +381,8 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for display; API keys are masked."""
-        data = {
-            f.name: dataclasses.asdict(getattr(self, f.name))
-            for f in dataclasses.fields(self)
-            if dataclasses.is_dataclass(getattr(self, f.name))
+        data: dict[str, Any] = {
+            f.name: dataclasses.asdict(getattr(self, f.name)) for f in _sections(self)
         }
         for section in (data["model"], data["auxiliary"]["compression"]):
             if section.get("api_key"):
@@ -150,6 +395,14 @@ class Config:
     def llm_configured(self) -> bool:
         """Whether a main model endpoint is configured (base URL and model name)."""
         return bool(self.model.base_url and self.model.name)
+
+
+def _sections(obj: Any) -> list[dataclasses.Field[Any]]:
+    """The fields of ``obj`` that are themselves settings sections (dataclasses)."""
+    return [f for f in dataclasses.fields(obj) if dataclasses.is_dataclass(getattr(obj, f.name))]
+
+
+# --- building from plain data -----------------------------------------------
 
 
 def _type_name(tp: Any) -> str:
@@ -183,6 +436,12 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif tp is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok and math.isnan(value):
+            raise ConfigError(
+                f"config key '{key}' must be a number, got NaN: write a number, "
+                "or remove the key to use the default",
+                key=key,
+            )
         value = float(value) if ok else value
     elif tp is str:
         ok = isinstance(value, str)
@@ -195,7 +454,15 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
 
 def _type_error(key: str, value: Any, tp: Any) -> ConfigError:
     return ConfigError(
-        f"config key '{key}' must be {_type_name(tp)}, got {value!r} ({type(value).__name__})",
+        f"config key '{key}' must be {_type_name(tp)}, got {_show(value)} ({type(value).__name__})",
+        key=key,
+    )
+
+
+def _unsupported(key: str, default: Any) -> ConfigError:
+    return ConfigError(
+        f"config key '{key}' is not supported yet: remove it or set it to "
+        f"{_yaml_scalar(default)} (the default)",
         key=key,
     )
 
@@ -204,61 +471,48 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
     if data is None:
         return cls()
     if not isinstance(data, dict):
-        raise ConfigError(f"config key '{prefix}' must be a mapping, got {data!r}", key=prefix)
+        raise ConfigError(f"config key '{prefix}' must be a mapping, got {_show(data)}", key=prefix)
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls) if f.name not in ("hermes_home", "path")}
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in ("hermes_home", "path")}
     kwargs = {}
     for key, value in data.items():
         dotted = f"{prefix}.{key}" if prefix else str(key)
-        if key not in names:
+        if key not in fields:
             warnings.warn(f"unknown config key '{dotted}' is ignored", stacklevel=4)
             continue
-        tp = hints[key]
+        tp, meta = hints[key], fields[key].metadata
         if dataclasses.is_dataclass(tp):
-            kwargs[key] = _build(tp, value, dotted)
-        else:
-            kwargs[key] = _coerce(dotted, value, tp)
+            kwargs[key] = _build(typing.cast(type, tp), value, dotted)
+            continue
+        value = _coerce(dotted, value, tp)
+        if meta.get("check") is not None:
+            value = meta["check"](dotted, value)
+        if meta.get("status") == UNSUPPORTED and value != _default(fields[key]):
+            raise _unsupported(dotted, _default(fields[key]))
+        kwargs[key] = value
     return cls(**kwargs)
 
 
-def _check_ranges(cfg: Config) -> None:
-    c = cfg.compression
-    if math.isnan(c.target_ratio) or math.isnan(c.threshold):
-        key = "compression.target_ratio" if math.isnan(c.target_ratio) else "compression.threshold"
-        raise ConfigError(f"config key '{key}' must be a number, got NaN", key=key)
-    if not 0 < c.threshold <= 1:
+def _default(f: dataclasses.Field[Any]) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def _check_together(cfg: Config) -> None:
+    """Rules that involve more than one key."""
+    model = cfg.model
+    if model.max_tokens is not None and model.max_tokens >= model.context_length:
         raise ConfigError(
-            f"config key 'compression.threshold' must be a number in (0, 1], got {c.threshold}",
-            key="compression.threshold",
+            f"config key 'model.max_tokens' must be smaller than model.context_length "
+            f"({model.context_length}), got {model.max_tokens}: it is the reply budget taken "
+            "out of the window, so nothing would be left for the conversation; lower it or "
+            "raise model.context_length",
+            key="model.max_tokens",
         )
-    for name, pct in c.model_thresholds.items():
-        if not 0 < pct <= 1:
-            raise ConfigError(
-                f"config key 'compression.model_thresholds.{name}' must be in (0, 1], got {pct}",
-                key=f"compression.model_thresholds.{name}",
-            )
-    c.target_ratio = min(max(c.target_ratio, TARGET_RATIO_MIN), TARGET_RATIO_MAX)
-    if c.max_attempts < 1:
-        raise ConfigError(
-            "config key 'compression.max_attempts' must be at least 1",
-            key="compression.max_attempts",
-        )
-    c.max_attempts = min(c.max_attempts, MAX_ATTEMPTS_HARD_CAP)
-    for key in ("protect_first_n", "protect_last_n", "min_tail_user_messages"):
-        if getattr(c, key) < 0:
-            raise ConfigError(
-                f"config key 'compression.{key}' must be >= 0", key=f"compression.{key}"
-            )
-    if cfg.model.context_length < 1:
-        raise ConfigError(
-            "config key 'model.context_length' must be positive", key="model.context_length"
-        )
-    if cfg.memory.write_approval not in WRITE_APPROVAL_MODES:
-        raise ConfigError(
-            f"config key 'memory.write_approval' must be one of {', '.join(WRITE_APPROVAL_MODES)}, "
-            f"got {cfg.memory.write_approval!r}",
-            key="memory.write_approval",
-        )
+
+
+# --- reading the file -------------------------------------------------------
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -274,11 +528,43 @@ def _read_file(path: Path) -> dict[str, Any]:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise ConfigError(f"config file {path} is not valid YAML{where}: fix the syntax") from None
+    except RecursionError:
+        raise ConfigError(f"config file {path} is nested too deeply: fix the syntax") from None
+    except ValueError:
+        # PyYAML converts integers with int(), which refuses more than
+        # sys.get_int_max_str_digits() digits.
+        raise _long_number_error(path, text) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping at the top level")
     return data
+
+
+def _long_number_error(path: Path, text: str) -> ConfigError:
+    limit = sys.get_int_max_str_digits()
+    for key, node in _scalar_nodes(yaml.compose(text, Loader=yaml.SafeLoader), ""):
+        digits = node.value.lstrip("+-").replace("_", "")
+        if node.tag.endswith(":int") and limit and len(digits) > limit:
+            return ConfigError(
+                f"config key '{key}' (line {node.start_mark.line + 1} of {path}) is a number "
+                f"with {len(digits):,} digits: use a small integer",
+                key=key,
+            )
+    return ConfigError(f"config file {path} holds a value that cannot be read: fix it")
+
+
+def _scalar_nodes(node: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    """(dotted key, node) for every scalar in a composed YAML document."""
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            name = f"{prefix}.{key.value}" if prefix else str(key.value)
+            yield from _scalar_nodes(value, name)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            yield from _scalar_nodes(item, f"{prefix}[{i}]")
+    elif isinstance(node, yaml.ScalarNode):
+        yield prefix, node
 
 
 def _apply_env(data: dict[str, Any]) -> None:
@@ -307,9 +593,10 @@ def load_config(
         overrides: Explicit values (``{"compression": {"threshold": 0.6}}``), highest priority.
 
     Raises:
-        ConfigError: the file is unreadable or a value has the wrong type.
+        ConfigError: the home or the file is unusable, or a value is wrong.
     """
     home = resolve_hermes_home(hermes_home)
+    check_hermes_home(home)
     cfg_path: Path | None
     if path is not None:
         cfg_path = Path(path).expanduser()
@@ -331,7 +618,7 @@ def load_config(
     cfg = _build(Config, data, "")
     cfg.hermes_home = home
     cfg.path = cfg_path
-    _check_ranges(cfg)
+    _check_together(cfg)
     return cfg
 
 
@@ -343,41 +630,107 @@ def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
             base[key] = value
 
 
-DEFAULT_CONFIG_YAML = """\
-# hermes-context configuration. Every key is optional; shown are the defaults.
-model:
-  base_url: null          # OpenAI-compatible endpoint, e.g. http://localhost:8000/v1
-  api_key_env: OPENAI_API_KEY
-  name: null              # model name sent to the endpoint
-  context_length: 128000
-  max_tokens: null
+# --- writing it back --------------------------------------------------------
 
-compression:
-  enabled: true
-  threshold: 0.50
-  model_thresholds: {}    # model-name substring -> percent, longest key wins
-  threshold_tokens: null
-  target_ratio: 0.20
-  protect_first_n: 3
-  protect_last_n: 20
-  min_tail_user_messages: 1
-  max_attempts: 3
-  in_place: true
-  abort_on_summary_failure: false
-  proactive_prune_tokens: 0
-  proactive_prune_min_result_chars: 8000
-  proactive_prune_min_reclaim_tokens: 4096
+# Inline comments in the template start at this column (or two spaces after longer lines).
+_COMMENT_COLUMN = 44
+_SECRET_KEYS = frozenset({"api_key"})
 
-auxiliary:
-  compression:            # a cheaper summary model; empty fields use the main model
-    model: null
-    base_url: null
-    api_key: null
 
-memory:
-  memory_enabled: true
-  user_profile_enabled: true
-  memory_char_limit: 2200
-  user_char_limit: 1375
-  write_approval: allow   # allow | stage | block
-"""
+def _yaml_scalar(value: Any, *, flow: bool = False) -> str:
+    """One value as one line of YAML, quoted and escaped only when it needs to be.
+
+    Args:
+        flow: The value sits inside a flow mapping (``{a: 1}``), where ``,`` and
+            ``:`` need quoting too.
+    """
+    if isinstance(value, dict):
+        items = (
+            f"{_yaml_scalar(str(k), flow=True)}: {_yaml_scalar(v, flow=True)}"
+            for k, v in value.items()
+        )
+        return "{" + ", ".join(items) + "}"
+    style = '"' if isinstance(value, str) and not value.isprintable() else None
+    wrapped = [value] if flow else value
+    text = yaml.safe_dump(
+        wrapped, default_flow_style=True, default_style=style, width=math.inf, allow_unicode=True
+    )
+    text = text.removesuffix("\n...\n").strip()
+    return text[1:-1] if flow else text
+
+
+def _yaml_lines(obj: Any, indent: str, *, comments: bool, mask: bool) -> Iterator[str]:
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        doc = f.metadata.get("doc", "")
+        if f.metadata.get("status") == AGENT:
+            doc += "; used by the agent"
+        elif f.metadata.get("status") == UNSUPPORTED:
+            doc += "; not supported yet"
+        if dataclasses.is_dataclass(value):
+            yield _with_comment(f"{indent}{f.name}:", doc if comments else "")
+            yield from _yaml_lines(value, indent + "  ", comments=comments, mask=mask)
+        elif mask and f.name in _SECRET_KEYS and value:
+            yield f"{indent}# {f.name}: set, not shown"
+        else:
+            yield _with_comment(f"{indent}{f.name}: {_yaml_scalar(value)}", doc if comments else "")
+
+
+def _with_comment(line: str, doc: str) -> str:
+    if not doc:
+        return line
+    return f"{line.ljust(_COMMENT_COLUMN - 2)}  # {doc}"
+
+
+def render_config(cfg: Config, *, comments: bool, header: str = "") -> str:
+    """``cfg`` as a YAML document that ``load_config`` reads back to the same values.
+
+    Args:
+        comments: Add each setting's one-line doc.
+        header: Comment lines (without ``#``) put first.
+
+    API keys are never written out: a set key becomes a comment line.
+    """
+    lines = [f"# {line}".rstrip() for line in header.splitlines()]
+    for section in _sections(cfg):
+        if lines:
+            lines.append("")
+        lines.append(f"{section.name}:")
+        lines.extend(_yaml_lines(getattr(cfg, section.name), "  ", comments=comments, mask=True))
+    return "\n".join(lines) + "\n"
+
+
+def default_config_yaml() -> str:
+    """The commented ``config init`` template: every setting with its default."""
+    return render_config(
+        Config(hermes_home=Path(DEFAULT_HOME)),
+        comments=True,
+        header="hermes-context configuration. Every key is optional; shown are the defaults.\n"
+        "Ratios are shares between 0 and 1 (0.5 = 50%); null means not set.",
+    )
+
+
+def settings_table() -> str:
+    """The Markdown table of every setting in docs/configuration.md."""
+    rows = ["| key | default | meaning |", "|---|---|---|"]
+    rows.extend(_table_rows(Config(hermes_home=Path(DEFAULT_HOME)), ""))
+    return "\n".join(rows) + "\n"
+
+
+def _table_rows(obj: Any, prefix: str) -> Iterator[str]:
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            yield from _table_rows(value, f"{prefix}{f.name}.")
+            continue
+        if "doc" not in f.metadata:
+            continue  # hermes_home and path: not settings
+        doc = f.metadata["doc"].replace("|", "\\|")
+        if f.metadata["status"] == AGENT:
+            doc += "; **used by the agent**"
+        elif f.metadata["status"] == UNSUPPORTED:
+            doc += "; **not supported yet** (only the default is accepted)"
+        yield f"| `{prefix}{f.name}` | `{_yaml_scalar(value)}` | {doc} |"
+
+
+DEFAULT_CONFIG_YAML = default_config_yaml()

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import errno
 import functools
+import io
 import json
+import os
+import re
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
+from ..config import check_hermes_home, resolve_hermes_home
 from ..errors import (
     ConfigError,
     HermesContextError,
@@ -19,22 +24,71 @@ from ..errors import (
     SecurityError,
     StoreError,
 )
+from ..messages import without_lone_surrogates
 
 # Exit codes, stable for scripts.
 EXIT_OK = 0
 EXIT_FAILURE = 1  # the operation ran and was refused or failed
 EXIT_USAGE = 2  # bad arguments or an invalid input file (click uses 2 too)
-EXIT_CONFIG = 3
+EXIT_CONFIG = 3  # a bad config file or value, or a HERMES_HOME that cannot be a folder
 EXIT_NOT_FOUND = 4
 EXIT_LLM = 5
-EXIT_STORE = 6
+EXIT_STORE = 6  # state.db, the memory files or another file could not be read or written
 EXIT_SECURITY = 7
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# What an errno means for a path, in words a user can act on.
+_OS_PROBLEMS = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "the file system is read-only",
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.EISDIR: "it is a folder",
+    errno.ENOENT: "no such file or folder",
+    errno.ENAMETOOLONG: "the name is too long",
+}
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+# Characters of an argument quoted in an error message.
+_ARG_PREVIEW_CHARS = 60
+
 
 class NotFoundError(HermesContextError):
     """A named thing (session, entry, pending write) does not exist."""
+
+
+class BadArgumentError(HermesContextError):
+    """A command-line argument cannot be used (exit 2, one line, no usage text)."""
+
+
+class FileAccessError(HermesContextError):
+    """A file or folder the command needs cannot be read or written (exit 6).
+
+    Attributes:
+        path: The file or folder at fault.
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def os_problem(exc: OSError) -> str:
+    """The reason an ``OSError`` happened, in plain words."""
+    return _OS_PROBLEMS.get(exc.errno or 0) or (exc.strerror or str(exc)).lower()
+
+
+def describe_os_error(exc: OSError) -> str:
+    """One line naming the path and the problem of an ``OSError``."""
+    path = exc.filename
+    if path is None:
+        return os_problem(exc)
+    path = os.fsdecode(path)
+    if exc.errno == errno.EEXIST and os.path.lexists(path) and not os.path.isdir(path):
+        return f"{path} is a file, not a folder: move it away or use another path"
+    return f"{path}: {os_problem(exc)}"
 
 
 def exit_code_for(exc: HermesContextError) -> int:
@@ -42,11 +96,13 @@ def exit_code_for(exc: HermesContextError) -> int:
     table: list[tuple[type[HermesContextError], int]] = [
         (InputFileError, EXIT_USAGE),
         (InvalidMessagesError, EXIT_USAGE),
+        (BadArgumentError, EXIT_USAGE),
         (ConfigError, EXIT_CONFIG),
         (NotFoundError, EXIT_NOT_FOUND),
         (LLMAPIError, EXIT_LLM),
         (SecurityError, EXIT_SECURITY),
         (StoreError, EXIT_STORE),
+        (FileAccessError, EXIT_STORE),
     ]
     for cls, code in table:
         if isinstance(exc, cls):
@@ -54,16 +110,36 @@ def exit_code_for(exc: HermesContextError) -> int:
     return EXIT_FAILURE
 
 
+def fail(message: str, code: int) -> NoReturn:
+    """Print ``error: message`` on stderr (always encodable) and exit with ``code``."""
+    click.echo(f"error: {without_lone_surrogates(message)}", err=True)
+    sys.exit(code)
+
+
 def handle_errors(fn: F) -> F:
-    """Turn package errors into a one-line message on stderr and an exit code."""
+    """Turn errors into a one-line message on stderr and an exit code, never a traceback.
+
+    Before the command runs, arguments that are not valid UTF-8 are refused and
+    the HERMES_HOME of commands that take ``--home`` is checked.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            _check_arguments(kwargs)
+            if "hermes_home" in kwargs:
+                check_hermes_home(resolve_hermes_home(kwargs["hermes_home"]))
             return fn(*args, **kwargs)
         except HermesContextError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(exit_code_for(exc))
+            fail(str(exc), exit_code_for(exc))
+        except BrokenPipeError:
+            _stop_quietly()
+        except OSError as exc:
+            fail(describe_os_error(exc), EXIT_STORE)
+        except UnicodeDecodeError as exc:
+            fail(f"the input is not UTF-8 text (byte {exc.start}): convert it to UTF-8", EXIT_USAGE)
+        except UnicodeEncodeError as exc:
+            fail(f"cannot print text that is not valid UTF-8 ({exc.reason})", EXIT_FAILURE)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
@@ -71,9 +147,55 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _stop_quietly() -> NoReturn:
+    """The reader of stdout went away (``| head``): stop without a message, like Unix tools."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # not a real file descriptor (tests)
+    sys.exit(EXIT_FAILURE)
+
+
+def _check_arguments(kwargs: dict[str, Any]) -> None:
+    """Refuse arguments that are not valid UTF-8 (Python keeps their bytes as lone surrogates)."""
+    ctx = click.get_current_context(silent=True)
+    params = {p.name: p for p in ctx.command.params} if ctx is not None else {}
+    for name, value in kwargs.items():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, str) and _SURROGATE_RE.search(item):
+                param = params.get(name)
+                label = param.get_error_hint(ctx) if param is not None and ctx else repr(name)
+                raise BadArgumentError(
+                    f"argument {label} is not valid UTF-8 ({_preview_bytes(item)}): "
+                    "pass UTF-8 text (rename a file whose name is not UTF-8)"
+                )
+
+
+def _preview_bytes(text: str) -> str:
+    try:
+        shown = repr(os.fsencode(text))
+    except UnicodeEncodeError:
+        shown = ascii(text)
+    if len(shown) > _ARG_PREVIEW_CHARS:  # keep both ends: a path's bad byte is often last
+        half = (_ARG_PREVIEW_CHARS - 3) // 2
+        shown = shown[:half] + "..." + shown[-half:]
+    return shown
+
+
+def json_text(data: Any, **kwargs: Any) -> str:
+    """``json.dumps`` whose text is always valid UTF-8: lone surrogates are written escaped.
+
+    ``ensure_ascii=False`` keeps other characters readable; a lone surrogate
+    (from an escape like ``\\ud83d`` in the input) becomes its ``\\uXXXX``
+    escape again, so the JSON still decodes to the same string.
+    """
+    text = json.dumps(data, ensure_ascii=False, **kwargs)
+    return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def emit_json(data: Any) -> None:
     """Print ``data`` as indented JSON on stdout."""
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    click.echo(json_text(data, indent=2, default=str))
 
 
 def stderr_console() -> Any:

@@ -20,12 +20,12 @@ from ._common import (
     stderr_console,
     stdout_console,
 )
-from .message_files import read_messages, write_messages
+from .message_files import check_output_path, read_messages, write_messages
 
 
 def _llm_overrides(
     base_url: str | None, api_key_env: str | None, summary_model: str | None
-) -> dict:
+) -> dict[str, Any]:
     model: dict[str, Any] = {}
     if base_url:
         model["base_url"] = base_url
@@ -156,9 +156,10 @@ def _compress_session(
     help="Compress this stored session (state.db) and persist the result.",
 )
 @click.option(
-    "--rotate",
-    is_flag=True,
-    help="With --session: carry on in a child session instead of in place.",
+    "--rotate/--in-place",
+    default=None,
+    help="With --session: carry on in a child session, or in the same one "
+    "(default: compression.in_place, true).",
 )
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file.")
 @home_option
@@ -178,27 +179,33 @@ def compress(
     api_key_env: str | None,
     summary_model: str | None,
     session_id: str | None,
-    rotate: bool,
+    rotate: bool | None,
     config_path: str | None,
     hermes_home: str | None,
     as_json: bool,
 ) -> None:
     """Compress the OpenAI messages in INPUT (JSON array, JSONL, or {"messages": [...]}; - for stdin).
 
-    Prints the loss report. The result goes to -o FILE, or to stdout with --json.
-    With --session ID the stored session is compressed and the result persisted
-    (in place by default: originals kept as compacted rows; --rotate for a child).
+    Prints the loss report. The result goes to -o FILE (its folder must exist),
+    or to stdout with --json. With --session ID the stored session is compressed
+    and the result persisted (in place by default: originals kept as compacted
+    rows; --rotate for a child); a session that would not shrink is left alone
+    and the command exits 1.
     """
     if bool(input_path) == bool(session_id):
         raise click.UsageError("give either INPUT or --session ID")
-    if rotate and not session_id:
-        raise click.UsageError("--rotate only applies with --session")
+    if rotate is not None and not session_id:
+        raise click.UsageError("--rotate and --in-place only apply with --session")
+    if output and not dry_run:
+        check_output_path(output)
     overrides = _llm_overrides(base_url, api_key_env, summary_model)
     if overrides and use_llm is None:
         use_llm = True
     cfg = load_config(config_path, hermes_home=hermes_home, overrides=overrides)
     compressor = _build_compressor(cfg, context_length=context_length, model=model, use_llm=use_llm)
     carried = None
+    if rotate is None:
+        rotate = not cfg.compression.in_place
     with _working(compressor):
         if session_id:
             messages, result, carried = _compress_session(
@@ -216,9 +223,8 @@ def compress(
             result = compressor.compress(
                 messages, force=force, focus=focus, target_tokens=target_tokens
             )
-    if session_id:
-        input_path = f"session {session_id}"
-    if output and not dry_run and not result.aborted:
+    refused = session_id is not None and _not_saved(result)
+    if output and not (dry_run or refused or result.aborted):
         write_messages(output, result.messages)
     if as_json:
         data = _result_json(result, include_messages=not output and not dry_run)
@@ -226,22 +232,39 @@ def compress(
             data["session_id"] = carried or session_id
         emit_json(data)
     else:
-        note = None
-        if dry_run:
-            note = "dry run: nothing was written"
-        elif session_id and not result.aborted:
+        source = f"session {session_id}" if session_id else input_path
+        note = _note(result, dry_run=dry_run, output=output, refused=refused)
+        if session_id and not (dry_run or refused or result.aborted):
             note = f"persisted in session {carried}" + (" (rotated)" if rotate else "")
-        elif output and not result.aborted:
-            note = f"wrote {output}"
-        elif not output:
-            note = "use -o FILE to write the compressed messages, or --json to print them"
-        _print_report(result, source=input_path, messages_in=len(messages), note=note)
+        _print_report(result, source=source, messages_in=len(messages), note=note)
     if result.aborted:
         raise SystemExit(EXIT_LLM)
-    over = _over_budget(result, target_tokens, compressor.context_length)
-    if over:
-        stderr_console().print(f"hermes-context: {over}", markup=False)
+    problem = _refusal(result) if refused else None
+    problem = problem or _over_budget(result, target_tokens, compressor.context_length)
+    if problem:
+        stderr_console().print(f"hermes-context: {problem}", markup=False)
         raise SystemExit(EXIT_FAILURE)
+
+
+def _not_saved(result: CompressionResult) -> bool:
+    """Refused (blocked, nothing to summarise) or no smaller: a session keeps it unrecorded."""
+    return not result.aborted and result.tokens_after >= result.tokens_before
+
+
+def _refusal(result: CompressionResult) -> str:
+    reasons = "; ".join(result.report.warnings) or "the result would not be smaller"
+    return f"the session was not compressed and nothing was recorded: {reasons}"
+
+
+def _note(result: CompressionResult, *, dry_run: bool, output: str | None, refused: bool) -> str:
+    """The last line of the report: what was written, or why nothing was."""
+    if dry_run:
+        return "dry run: nothing was written"
+    if result.aborted or refused:
+        return "nothing was written"
+    if output:
+        return f"wrote {output}"
+    return "use -o FILE to write the compressed messages, or --json to print them"
 
 
 def _over_budget(result: CompressionResult, target: int | None, window: int) -> str | None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import io
+import sys
 import warnings
+from typing import TextIO
 
 import click
 
@@ -26,7 +29,8 @@ class _LazyGroup(click.Group):
         if name not in _SUBCOMMANDS:
             return None
         module, attr = _SUBCOMMANDS[name]
-        return getattr(importlib.import_module(module), attr)
+        command: click.Command = getattr(importlib.import_module(module), attr)
+        return command
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -35,11 +39,30 @@ def cli() -> None:
     """Context compression and memory for LLM agents (OpenAI message format)."""
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
     click.echo(f"warning: {message}", err=True)
+
+
+def _set_stream_errors() -> None:
+    """Make bad input bytes fail at once and output never fail on a character.
+
+    Python turns undecodable stdin bytes into lone surrogates that crash much
+    later (writing a file, SQLite); strict decoding raises where they are read.
+    """
+    for stream, errors in ((sys.stdin, "strict"), (sys.stdout, "backslashreplace")):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors=errors)
 
 
 def main() -> None:
     """Console-script entry point."""
     warnings.showwarning = _show_warning  # one line, no source location
+    _set_stream_errors()
     cli(prog_name="hermes-context")

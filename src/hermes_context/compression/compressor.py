@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -133,12 +134,9 @@ class ContextCompressor:
         proactive_prune_min_reclaim_tokens: int = 4_096,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        if (
-            not isinstance(context_length, int)
-            or isinstance(context_length, bool)
-            or context_length < 1
-        ):
-            raise ConfigError(f"context_length must be a positive integer, got {context_length!r}")
+        _check_arguments(
+            context_length, max_tokens, threshold_percent, target_ratio, model_thresholds
+        )
         self.model = model
         self._base_percent = threshold_percent
         self.model_thresholds = dict(model_thresholds or {})
@@ -175,7 +173,6 @@ class ContextCompressor:
         status_callback: StatusCallback | None = None,
     ) -> ContextCompressor:
         """Build from ``Config``; with ``use_llm`` None the LLM is used when one is configured."""
-        c = config.compression
         if summarizer is None and (use_llm or (use_llm is None and config.llm_configured)):
             from .summarizers import build_summarizer
 
@@ -183,22 +180,10 @@ class ContextCompressor:
         return cls(
             context_length or config.model.context_length,
             model=model or config.model.name or "",
-            threshold_percent=c.threshold,
-            model_thresholds=c.model_thresholds,
             max_tokens=config.model.max_tokens,
-            threshold_tokens_cap=c.threshold_tokens,
-            target_ratio=c.target_ratio,
-            protect_first_n=c.protect_first_n,
-            protect_last_n=c.protect_last_n,
-            min_tail_user_messages=c.min_tail_user_messages,
             summarizer=summarizer,
-            abort_on_summary_failure=c.abort_on_summary_failure,
             status_callback=status_callback,
-            enabled=c.enabled,
-            max_attempts=c.max_attempts,
-            proactive_prune_tokens=c.proactive_prune_tokens,
-            proactive_prune_min_result_chars=c.proactive_prune_min_result_chars,
-            proactive_prune_min_reclaim_tokens=c.proactive_prune_min_reclaim_tokens,
+            **config.compression.compressor_kwargs(),
         )
 
     # -- thresholds and state -------------------------------------------------
@@ -725,6 +710,32 @@ class ContextCompressor:
         return _Summary(
             fitted.text, used_fallback=True, error=error, summariser=_FALLBACK, fitted=fitted
         )
+
+
+def _check_arguments(
+    context_length: Any,
+    max_tokens: Any,
+    threshold_percent: float,
+    target_ratio: float,
+    model_thresholds: Mapping[str, float] | None,
+) -> None:
+    """Refuse a window or ratios the threshold arithmetic cannot use (NaN, infinity)."""
+    if (
+        not isinstance(context_length, int)
+        or isinstance(context_length, bool)
+        or context_length < 1
+    ):
+        raise ConfigError(f"context_length must be a positive integer, got {context_length!r}")
+    if isinstance(max_tokens, int) and max_tokens >= context_length:
+        raise ConfigError(
+            f"max_tokens ({max_tokens}) must be smaller than context_length ({context_length}): "
+            "it is the reply budget taken out of the window; lower it"
+        )
+    ratios = {"threshold_percent": threshold_percent, "target_ratio": target_ratio}
+    ratios.update({f"model_thresholds[{k!r}]": v for k, v in (model_thresholds or {}).items()})
+    for name, value in ratios.items():
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(f"{name} must be a ratio between 0 and 1, got {value!r}: e.g. 0.5")
 
 
 def _check_shapes(messages: list[Any]) -> None:

@@ -342,7 +342,7 @@ class _Builder:
             if path not in self.h.files and path not in scratch:
                 out.append(Item("## Relevant Files", "file_modified", f"{path} (modified)", seq))
         if scratch:
-            names = ", ".join(f"`{p}`" for p in sorted(scratch, key=scratch.get))
+            names = ", ".join(f"`{p}`" for p in sorted(scratch, key=lambda p: scratch[p]))
             out.append(
                 Item("## Relevant Files", "scratch", _SCRATCH_PREFIX + names, max(scratch.values()))
             )
@@ -391,7 +391,7 @@ def _dedupe_keys(items: list[Item]) -> list[Item]:
 
 def _strip_tags(text: str) -> str:
     """Task text without XML-ish wrapper tags and framing lines."""
-    lines = []
+    lines: list[str] = []
     for line in re.sub(r"</?[\w-]+>", "\n", text).splitlines():
         line = line.strip()
         if line and not (line.endswith(":") and len(line) < 60 and not lines):

@@ -272,7 +272,7 @@ def _facts_from_text(text: str) -> list[Fact]:
     """
     if len(text) < MIN_FACT_CHARS:
         return []
-    facts = []
+    facts: list[Fact] = []
     short = len(text) <= STATEMENT_MESSAGE_CHARS
     pasted = len(text) > PASTED_MESSAGE_CHARS
     if pasted:  # the user's own words sit around a paste, not inside it
