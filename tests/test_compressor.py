@@ -544,7 +544,7 @@ def test_plugin_summariser_crash_degrades_to_fallback():
 
 
 def test_unconfigured_llm_is_not_a_fallback():
-    from hermes_context.compression import OpenAISummarizer
+    from hermes_context.llm import OpenAISummarizer
 
     comp = ContextCompressor(
         8_000, summarizer=OpenAISummarizer(base_url=None, api_key=None, model=None), clock=Clock()

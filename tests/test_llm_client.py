@@ -385,6 +385,16 @@ def test_forbid_model_requests_restores_on_exit(monkeypatch):
     assert llm.ALLOW_MODEL_REQUESTS is False
 
 
+def test_the_package_attribute_is_the_switch_the_client_reads(monkeypatch):
+    from hermes_context.llm.client import _check_allowed
+
+    monkeypatch.setattr(llm, "ALLOW_MODEL_REQUESTS", True)
+    _check_allowed("https://api.example.com/v1")  # allowed: no error
+    llm.ALLOW_MODEL_REQUESTS = False  # a plain assignment works too (monkeypatch restores)
+    with pytest.raises(LLMAPIError, match="real model requests are disabled"):
+        _check_allowed("https://api.example.com/v1")
+
+
 def test_allowed_by_default_and_import_stays_light():
     code = (
         "import sys, hermes_context, hermes_context.llm as l;"

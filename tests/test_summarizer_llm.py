@@ -6,10 +6,13 @@ import copy
 
 import pytest
 
+import hermes_context
 from hermes_context import ContextCompressor, load_config
-from hermes_context.compression import OpenAISummarizer, build_summarizer
-from hermes_context.errors import ConfigError
-from hermes_context.llm.testing import Reply
+from hermes_context.compression import register_summarizer_factory
+from hermes_context.compression.summarizers import default_summarizer_factory
+from hermes_context.errors import ConfigError, SummarizerUnavailable
+from hermes_context.llm import OpenAISummarizer, build_summarizer
+from hermes_context.llm.testing import FunctionSummarizer, Reply
 from hermes_context.synthetic import generate_transcript
 
 SUMMARY = "## Goal\n- fix the nightly job\n\n## Critical Context\n- KeyError: 'user_id'"
@@ -143,3 +146,58 @@ def test_build_summarizer_from_config(tmp_path, scripted_llm):
         build_summarizer(load_config())
     plain = ContextCompressor.from_config(load_config(), context_length=8_000)
     assert plain.summarizer is None
+
+
+# -- how from_config finds the LLM summariser (compression never imports llm) ------------
+
+
+def _configured(tmp_path, server):
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text(f"model:\n  base_url: {server.base_url}\n  name: main-model\n")
+    return load_config(cfg_file)
+
+
+def test_import_hermes_context_registers_the_llm_factory():
+    assert default_summarizer_factory() is build_summarizer
+
+
+def test_from_config_calls_the_factory_it_is_given(tmp_path, scripted_llm):
+    cfg = _configured(tmp_path, scripted_llm)
+    made = []
+
+    def factory(config):
+        made.append(config)
+        return FunctionSummarizer(lambda _messages: SUMMARY)
+
+    comp = ContextCompressor.from_config(cfg, context_length=8_000, summarizer_factory=factory)
+    assert made == [cfg] and isinstance(comp.summarizer, FunctionSummarizer)
+    plain = ContextCompressor.from_config(
+        cfg, context_length=8_000, summarizer_factory=factory, use_llm=False
+    )
+    assert plain.summarizer is None and len(made) == 1
+    given = FunctionSummarizer(lambda _messages: SUMMARY)
+    assert ContextCompressor.from_config(cfg, summarizer=given).summarizer is given
+
+
+def test_from_config_uses_the_registered_factory_and_says_when_there_is_none(
+    tmp_path, scripted_llm
+):
+    cfg = _configured(tmp_path, scripted_llm)
+    fake = FunctionSummarizer(lambda _messages: SUMMARY)
+    previous = register_summarizer_factory(lambda _config: fake)
+    try:
+        assert ContextCompressor.from_config(cfg, context_length=8_000).summarizer is fake
+        register_summarizer_factory(None)
+        with pytest.raises(ConfigError, match="no LLM summariser factory is registered"):
+            ContextCompressor.from_config(cfg, context_length=8_000)
+        assert ContextCompressor.from_config(cfg, use_llm=False).summarizer is None
+    finally:
+        register_summarizer_factory(previous)
+    assert default_summarizer_factory() is build_summarizer
+
+
+def test_the_llm_summariser_is_not_importable_from_compression():
+    with pytest.raises(ImportError, match="moved to hermes_context.llm"):
+        exec("from hermes_context.compression import OpenAISummarizer", {})
+    assert hermes_context.OpenAISummarizer is OpenAISummarizer
+    assert hermes_context.compression.SummarizerUnavailable is SummarizerUnavailable

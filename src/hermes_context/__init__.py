@@ -1,10 +1,14 @@
-"""hermes-context: Hermes-grade context compression and memory for LLM agents."""
+"""hermes-context: Hermes-grade context compression and memory for LLM agents.
+
+This package sits above every layer (SPEC 1): it plugs the LLM summariser into
+compression, which only knows the ``Summarizer`` interface.
+"""
 
 from .compression import (
     CompressionResult,
     ContextCompressor,
     DeterministicSummarizer,
-    OpenAISummarizer,
+    register_summarizer_factory,
     summarize_tool_result,
 )
 from .config import Config, load_config
@@ -16,12 +20,17 @@ from .errors import (
     SecurityError,
     StoreError,
 )
+from .llm import OpenAISummarizer, build_summarizer
 from .memory import MEMORY_TOOL_SCHEMA, MemoryStore, memory_tool, scan_for_threats
 from .messages import strip_think_blocks, to_wire, validate_messages
 from .sessions import SessionDB
 from .tokens import TokenCounter, estimate_messages_tokens_rough, estimate_tokens_rough
 
 __version__ = "0.1.0"
+
+# ContextCompressor.from_config builds its LLM summariser with this factory, the
+# same hook a plugin would use; compression itself never imports llm.
+register_summarizer_factory(build_summarizer)
 
 __all__ = [
     "CompressionResult",

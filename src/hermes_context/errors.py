@@ -85,6 +85,17 @@ class LLMAPIError(HermesContextError):
         self.kind = kind if kind in LLM_ERROR_KINDS else "other"
 
 
+class SummarizerUnavailable(LLMAPIError):
+    """No summary model is configured (no endpoint or model name).
+
+    Raised by LLM summarisers, read by the compressor: the deterministic summary
+    then stands in as the primary one, not as a fallback (SPEC 3.2).
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="other")
+
+
 class StoreError(HermesContextError):
     """A persistent store (state.db, memory files, skills) refused an operation."""
 

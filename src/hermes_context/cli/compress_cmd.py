@@ -94,8 +94,7 @@ def _compress_session(
     focus: str | None,
     target_tokens: int | None,
 ) -> tuple[list[dict[str, Any]], CompressionResult, str | None]:
-    from ..sessions import DB_FILENAME, SessionDB, attach_compressor
-    from ..sessions.compaction import compress_session
+    from ..sessions import DB_FILENAME, SessionDB, attach_compressor, compress_session
 
     db = SessionDB(cfg.hermes_home / DB_FILENAME)
     try:

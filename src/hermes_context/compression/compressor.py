@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +32,12 @@ from .pinned import ensure_pinned, pinned_for_summary
 from .prompt import build_summary_request, summary_target_tokens
 from .prune import MAX_TAIL_MESSAGE_FLOOR, PruneOutcome, prune_messages
 from .result import CompressionReport, CompressionResult, StageFigures
-from .summarizers import SummarizerUnavailable, failure_policy
+from .summarizers import (
+    SummarizerFactory,
+    SummarizerUnavailable,
+    default_summarizer_factory,
+    failure_policy,
+)
 from .thresholds import compute_threshold
 
 if TYPE_CHECKING:
@@ -88,11 +94,24 @@ class _Summary:
 class ContextCompressor:
     """Keeps a conversation under the context window.
 
+    One compressor may be shared by threads (an agent loop and an HTTP bridge,
+    say): every public method runs under one re-entrant lock, so the anti-thrash
+    state, the last token reading and the threshold only ever change as a whole.
+    ``compress`` holds the lock for the whole call, the summariser's (maybe slow)
+    LLM request and the status callbacks included: compressions of one
+    conversation must be serialised anyway (two at once would summarise the same
+    turns), and ``should_compress_info`` or ``update_from_response`` from another
+    thread wait for it. A status callback runs on the compressing thread: it may
+    call this compressor, but must not wait for another thread that does. The
+    constructor's settings are configuration: change them before sharing, or the
+    model and window through ``update_model``.
+
     Args:
         context_length: The model's context window in tokens.
         model: Model name (matched against ``model_thresholds``).
-        threshold_percent: Trigger share of the window (raised to 0.75 under 512K).
-        model_thresholds: Model-name substring -> percent; the longest match wins.
+        threshold_percent: Trigger ratio of the window, 0-1 (raised to 0.75 under 512K).
+        model_thresholds: Model-name substring -> trigger ratio (0-1) that overrides
+            ``threshold_percent``; the longest match wins.
         max_tokens: Reply budget subtracted from the window.
         threshold_tokens_cap: Absolute cap on the threshold.
         target_ratio: Tail budget as a share of the threshold (clamped 0.10-0.80).
@@ -154,6 +173,8 @@ class ContextCompressor:
         self.proactive_prune_min_result_chars = proactive_prune_min_result_chars
         self.proactive_prune_min_reclaim_tokens = proactive_prune_min_reclaim_tokens
         self._clock = clock or time.time
+        # Guards everything below and the settings update_model changes (see the class).
+        self._lock = threading.RLock()
         self._deterministic = DeterministicSummarizer()
         self._state = ThrashState()
         self.last_prompt_tokens = 0
@@ -169,14 +190,30 @@ class ContextCompressor:
         context_length: int | None = None,
         model: str = "",
         summarizer: Callable[[list[dict[str, Any]]], str] | None = None,
+        summarizer_factory: SummarizerFactory | None = None,
         use_llm: bool | None = None,
         status_callback: StatusCallback | None = None,
     ) -> ContextCompressor:
-        """Build from ``Config``; with ``use_llm`` None the LLM is used when one is configured."""
-        if summarizer is None and (use_llm or (use_llm is None and config.llm_configured)):
-            from .summarizers import build_summarizer
+        """Build from ``Config``.
 
-            summarizer = build_summarizer(config)
+        The summariser is ``summarizer`` when given. Otherwise, when an LLM is
+        wanted (``use_llm``; when None, whenever ``config`` configures one), it is
+        ``summarizer_factory(config)``, by default the factory registered with
+        ``register_summarizer_factory``: ``import hermes_context`` registers
+        ``hermes_context.llm.build_summarizer``, so compression never imports a
+        concrete client (SPEC 1). Else the deterministic summariser is used.
+
+        Raises:
+            ConfigError: an LLM is wanted but not configured, or no factory is registered.
+        """
+        if summarizer is None and (use_llm or (use_llm is None and config.llm_configured)):
+            factory = summarizer_factory or default_summarizer_factory()
+            if factory is None:
+                raise ConfigError(
+                    "no LLM summariser factory is registered: import hermes_context (it "
+                    "registers hermes_context.llm.build_summarizer) or pass summarizer_factory"
+                )
+            summarizer = factory(config)
         return cls(
             context_length or config.model.context_length,
             model=model or config.model.name or "",
@@ -201,30 +238,37 @@ class ContextCompressor:
     @property
     def threshold_tokens(self) -> int:
         """Prompt size that triggers compression."""
-        return self._threshold
+        with self._lock:
+            return self._threshold
 
     @property
     def threshold_percent(self) -> float:
-        """The effective trigger percent after overrides and the small-window floor."""
-        return self._percent
+        """The effective trigger ratio (0-1) after overrides and the small-window floor."""
+        with self._lock:
+            return self._percent
 
     @property
     def tail_token_budget(self) -> int:
         """Tokens of recent context kept verbatim: ``threshold * target_ratio``."""
-        return int(self._threshold * self.target_ratio)
+        with self._lock:
+            return int(self._threshold * self.target_ratio)
 
     @property
     def compression_count(self) -> int:
         """Compressions done in this session."""
-        return self._state.compression_count
+        with self._lock:
+            return self._state.compression_count
 
     def get_state(self) -> dict[str, Any]:
         """Anti-thrash state as JSON-serialisable data (persisted with the session)."""
-        return self._state.to_dict()
+        with self._lock:
+            return self._state.to_dict()
 
     def set_state(self, state: Mapping[str, Any] | None) -> None:
         """Restore state saved by ``get_state``."""
-        self._state = ThrashState.from_dict(dict(state or {}))
+        restored = ThrashState.from_dict(dict(state or {}))
+        with self._lock:
+            self._state = restored
 
     def update_model(
         self,
@@ -234,38 +278,43 @@ class ContextCompressor:
         max_tokens: int | None = None,
     ) -> None:
         """Switch model or window: re-derive the threshold and forget strikes and cooldowns."""
-        if model is not None:
-            self.model = model
-        if context_length is not None:
-            self.context_length = context_length
-        if max_tokens is not None:
-            self.max_tokens = max_tokens
-        self._derive_threshold()
-        self._state.clear_strikes()
+        with self._lock:
+            if model is not None:
+                self.model = model
+            if context_length is not None:
+                self.context_length = context_length
+            if max_tokens is not None:
+                self.max_tokens = max_tokens
+            self._derive_threshold()
+            self._state.clear_strikes()
 
     def update_from_response(self, usage: Mapping[str, Any] | None) -> None:
         """Record the provider's ``usage.prompt_tokens`` (authoritative); empty usage sets 0."""
         tokens = (usage or {}).get("prompt_tokens") or 0
-        self.last_prompt_tokens = int(tokens) if isinstance(tokens, (int, float)) else 0
-        if self.last_prompt_tokens and self.last_prompt_tokens < self._threshold:
-            self._state.clear_ineffective()
+        reading = int(tokens) if isinstance(tokens, (int, float)) else 0
+        with self._lock:
+            self.last_prompt_tokens = reading
+            if reading and reading < self._threshold:
+                self._state.clear_ineffective()
 
     def should_compress_info(self, prompt_tokens: int | None = None) -> tuple[bool, str | None]:
         """``(True, None)`` when compression should run, else ``(False, reason or None)``."""
-        tokens = prompt_tokens if prompt_tokens is not None else self.last_prompt_tokens
-        if tokens < self._threshold:
-            return False, None
-        if not self.enabled:
-            return False, "disabled"
-        reason = self._state.block_reason(self._clock())
-        if reason:
-            return False, reason
-        return True, None
+        with self._lock:
+            tokens = prompt_tokens if prompt_tokens is not None else self.last_prompt_tokens
+            if tokens < self._threshold:
+                return False, None
+            if not self.enabled:
+                return False, "disabled"
+            reason = self._state.block_reason(self._clock())
+            if reason:
+                return False, reason
+            return True, None
 
     def start_turn(self) -> None:
         """A new user turn began: reset the per-turn frequency cap."""
-        self._state.turn_compressions = 0
-        self._state.turn_key = ""
+        with self._lock:
+            self._state.turn_compressions = 0
+            self._state.turn_key = ""
 
     # -- events ---------------------------------------------------------------
 
@@ -283,7 +332,8 @@ class ContextCompressor:
         self, messages: Sequence[dict[str, Any]]
     ) -> tuple[list[dict[str, Any]], int]:
         """Stage 1 alone: returns a new list and the tokens reclaimed."""
-        outcome = self._prune(list(messages), self.tail_token_budget, self._tail_floor())
+        budget = self.tail_token_budget  # read once: the pruning itself needs no lock
+        outcome = self._prune(list(messages), budget, self._tail_floor())
         return outcome.messages, outcome.reclaimed
 
     def proactive_prune(
@@ -333,7 +383,7 @@ class ContextCompressor:
         Raises:
             InvalidMessagesError: ``messages`` is not a list of message objects.
         """
-        with memoized_estimates():
+        with self._lock, memoized_estimates():
             return self._compress_call(list(messages), force, focus, target_tokens)
 
     def _compress_call(

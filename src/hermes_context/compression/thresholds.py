@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 # Windows under this size are "small": compressing at 50% of them would leave
-# too little room to work, so the percent is raised to SMALL_CTX_MIN_PERCENT.
+# too little room to work, so the trigger ratio is raised to SMALL_CTX_MIN_PERCENT.
 SMALL_CTX_LIMIT = 512_000
 SMALL_CTX_MIN_PERCENT = 0.75
 # Never trigger below this many tokens: summarising tiny contexts costs more than it saves.
@@ -20,7 +20,7 @@ def effective_percent(
     model_thresholds: Mapping[str, float] | None,
     context_length: int,
 ) -> float:
-    """The trigger percent for ``model``: the longest matching override, raised for small windows."""
+    """0-1 trigger ratio for ``model``: the longest matching override, raised for small windows."""
     pct = threshold_percent
     matches = [key for key in (model_thresholds or {}) if key and key.lower() in model.lower()]
     if matches:
@@ -39,7 +39,7 @@ def compute_threshold(
     max_tokens: int | None = None,
     threshold_tokens_cap: int | None = None,
 ) -> tuple[int, float]:
-    """Return ``(threshold_tokens, percent)`` for a model and window.
+    """Return ``(threshold_tokens, ratio)`` for a model and window; ratios are 0-1, not percent.
 
     Examples (SPEC 3.1): 200,000 at 0.50 -> 150,000; 1,000,000 -> 500,000;
     64,000 -> 54,400; 1,000,000 with max_tokens 65,536 -> 467,232.

@@ -1,56 +1,54 @@
-"""OpenAI-compatible chat client, error classification, and the test switch.
+"""OpenAI-compatible chat client, the LLM summariser, error classification, and the test switch.
 
 The test kit (``ScriptedLLMServer``, fake summarisers, the ``scripted_llm``
 fixture) lives in ``hermes_context.llm.testing`` and is imported explicitly.
+
+``ALLOW_MODEL_REQUESTS``: when False, ``ChatClient`` refuses every non-loopback
+``base_url``, so a test suite cannot reach a real (paid) model by accident. Set
+it (``hermes_context.llm.ALLOW_MODEL_REQUESTS = False``, or with pytest's
+``monkeypatch.setattr``) or use ``forbid_model_requests()``; it is read at
+request time.
 """
 
 from __future__ import annotations
 
-from types import TracebackType
+import sys
+from types import ModuleType
 
+from . import _switch
+from ._switch import forbid_model_requests
 from .client import ChatClient, ChatResponse, classify_error
+from .summarizer import OpenAISummarizer, build_summarizer
 
-# When False, ChatClient refuses every non-loopback base_url, so a test suite
-# cannot reach a real (paid) model by accident. Read at request time.
-ALLOW_MODEL_REQUESTS = True
-
-
-class _RestoreModelRequests:
-    """Puts ``ALLOW_MODEL_REQUESTS`` back to its earlier value on exit."""
-
-    def __init__(self, previous: bool) -> None:
-        self.previous = previous
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        global ALLOW_MODEL_REQUESTS
-        ALLOW_MODEL_REQUESTS = self.previous
+# Declared for type checkers; the value lives in ``_switch`` (see ``_LLMModule``).
+ALLOW_MODEL_REQUESTS: bool
 
 
-def forbid_model_requests() -> _RestoreModelRequests:
-    """Forbid real model requests now; used in ``with``, restore them on exit.
+class _LLMModule(ModuleType):
+    """This package as a module whose ``ALLOW_MODEL_REQUESTS`` reads and writes the switch.
 
-    Example:
-        forbid_model_requests()            # for the rest of the process
-        with forbid_model_requests(): ...  # for one block
+    The client reads the switch from ``_switch`` rather than from this package,
+    which imports the client; the property keeps assignments to the package
+    attribute (as tests do) in effect for the client.
     """
-    global ALLOW_MODEL_REQUESTS
-    previous = ALLOW_MODEL_REQUESTS
-    ALLOW_MODEL_REQUESTS = False
-    return _RestoreModelRequests(previous)
 
+    @property
+    def ALLOW_MODEL_REQUESTS(self) -> bool:
+        return _switch.model_requests_allowed()
+
+    @ALLOW_MODEL_REQUESTS.setter
+    def ALLOW_MODEL_REQUESTS(self, allowed: bool) -> None:
+        _switch.set_model_requests_allowed(allowed)
+
+
+sys.modules[__name__].__class__ = _LLMModule
 
 __all__ = [
     "ALLOW_MODEL_REQUESTS",
     "ChatClient",
     "ChatResponse",
+    "OpenAISummarizer",
+    "build_summarizer",
     "classify_error",
     "forbid_model_requests",
 ]

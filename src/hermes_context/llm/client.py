@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import LLMAPIError
 from ..messages import content_text, to_wire
+from ._switch import model_requests_allowed
 
 # Local servers (vLLM, Ollama, llama.cpp) need no key, but the SDK refuses to
 # start without one; this is what they receive instead.
@@ -222,9 +223,7 @@ def is_loopback_url(url: str) -> bool:
 
 
 def _check_allowed(base_url: str) -> None:
-    from hermes_context import llm  # read at call time: tests flip the switch
-
-    if llm.ALLOW_MODEL_REQUESTS or is_loopback_url(base_url):
+    if model_requests_allowed() or is_loopback_url(base_url):
         return
     raise LLMAPIError(
         f"refused request to {safe_url(base_url)}: real model requests are disabled in tests "
