@@ -70,6 +70,7 @@ memory:
   flush_min_turns: 6
   provider: ''
   write_approval: allow
+  llm_review: true
 
 skills:
   creation_nudge_interval: 15

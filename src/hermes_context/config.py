@@ -356,6 +356,9 @@ class MemoryConfig:
         "memory writes: allow | stage (for review) | block",
         check=_one_of(*WRITE_APPROVAL_MODES),
     )
+    llm_review: bool = _setting(
+        True, "with write_approval: stage, the configured LLM gives a verdict on each staged write"
+    )
 
 
 @dataclass

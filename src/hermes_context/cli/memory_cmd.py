@@ -7,9 +7,10 @@ from typing import Any
 
 import click
 
-from ..config import load_config
+from ..config import Config, load_config
 from ..errors import StoreError
-from ..memory import MemoryStore, visible
+from ..llm import LLMWriteReviewer
+from ..memory import MemoryStore, PendingWrite, visible
 from ._common import (
     EXIT_FAILURE,
     EXIT_NOT_FOUND,
@@ -215,16 +216,26 @@ def history(target: str | None, limit: int, hermes_home: str | None, as_json: bo
 
 
 @memory.command()
+@click.option(
+    "--review",
+    is_flag=True,
+    help="Ask the configured LLM now about writes staged without a verdict (shown, not saved).",
+)
 @home_option
 @json_option
 @handle_errors
-def pending(hermes_home: str | None, as_json: bool) -> None:
+def pending(review: bool, hermes_home: str | None, as_json: bool) -> None:
     """List staged writes waiting for approval (memory.write_approval: stage).
 
-    Corrupt pending files are listed too (on stderr with --json), with what is wrong.
+    Each write shows the LLM's verdict on it when one was asked for (advice
+    only: approving re-runs every check). Corrupt pending files are listed too
+    (on stderr with --json), with what is wrong.
     """
-    store = _store(hermes_home)
+    config = load_config(hermes_home=hermes_home)
+    store = MemoryStore.from_config(config)
     items, broken = store.pending.scan()
+    if review:
+        _review_now(store, config, items, quiet=as_json)
     if as_json:
         emit_json([p.to_dict() for p in items])
         for bad in broken:
@@ -247,12 +258,38 @@ def pending(hermes_home: str | None, as_json: bool) -> None:
             old = f" '{_line(op['old_text'])}'" if "old_text" in op else ""
             new = f" -> '{_line(op['content'])}'" if "content" in op else ""
             click.echo(f"    {op['action']}{old}{new}")
+        if item.review:
+            click.echo(f"    {_review_line(item.review)}")
     if broken:
         click.echo(
             f"corrupt pending files (never applied; delete them from {store.pending.folder}):"
         )
         for bad in broken:
             click.echo(f"  {_line(bad.file)}  corrupt: {_line(bad.problem)}")
+
+
+def _review_now(
+    store: MemoryStore, config: Config, items: list[PendingWrite], *, quiet: bool
+) -> None:
+    """Fill in verdicts for writes staged without one (or when the reviewer was unavailable)."""
+    todo = [i for i in items if not i.review or i.review["verdict"] == "unavailable"]
+    if not todo:
+        return
+    store.reviewer = LLMWriteReviewer.for_model(config)
+    with click.progressbar(
+        todo, label="asking the LLM", file=sys.stderr, hidden=quiet or len(todo) < 2
+    ) as bar:
+        for item in bar:
+            review = store.review_staged(item)
+            if review is not None:
+                item.review = {**review, "asked": "now"}
+
+
+def _review_line(review: dict[str, str]) -> str:
+    when = " (asked now, not saved)" if review.get("asked") == "now" else ""
+    reason = f" - {_line(review['reason'])}" if review.get("reason") else ""
+    who = _line(review.get("reviewer", "reviewer"))
+    return f"review by {who}{when}: {review['verdict'].upper()}{reason}"
 
 
 def _line(text: str) -> str:

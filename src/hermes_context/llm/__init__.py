@@ -1,4 +1,5 @@
-"""OpenAI-compatible chat client, the LLM summariser, error classification, and the test switch.
+"""OpenAI-compatible chat client, the LLM summariser and memory-write reviewer, error
+classification, and the test switch.
 
 The test kit (``ScriptedLLMServer``, fake summarisers, the ``scripted_llm``
 fixture) lives in ``hermes_context.llm.testing`` and is imported explicitly.
@@ -18,6 +19,7 @@ from types import ModuleType
 from . import _switch
 from ._switch import forbid_model_requests
 from .client import ChatClient, ChatResponse, classify_error
+from .review import LLMWriteReviewer
 from .summarizer import OpenAISummarizer, build_summarizer
 
 # Declared for type checkers; the value lives in ``_switch`` (see ``_LLMModule``).
@@ -47,6 +49,7 @@ __all__ = [
     "ALLOW_MODEL_REQUESTS",
     "ChatClient",
     "ChatResponse",
+    "LLMWriteReviewer",
     "OpenAISummarizer",
     "build_summarizer",
     "classify_error",

@@ -11,6 +11,11 @@ rejecting it raises ``StoreError(reason="corrupt")`` naming the file. A pending
 file that is a symlink (or a hard link, a FIFO, anything but a plain file of
 this folder) is never read: someone put it there to get text approved that the
 folder does not hold, so approving or rejecting it raises ``SecurityError``.
+
+When the store has a reviewer (an LLM, see ``hermes_context.llm.LLMWriteReviewer``)
+each staged write carries its verdict (``review``) for the person deciding. It
+is advice only: a write is applied or refused by the person, and approving
+re-runs every check whatever the verdict says.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import re
 import secrets
 import stat
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,6 +46,13 @@ KINDS = ("add", "replace", "remove", "batch")
 _ACTIONS = ("add", "replace", "remove")
 _OP_FIELDS = frozenset({"action", "content", "old_text"})
 _STR_FIELDS = ("id", "kind", "target", "origin", "created")
+# What a reviewer may say about a staged write; ``unavailable``: it could not say.
+REVIEW_VERDICTS = ("safe", "suspicious", "malicious", "unavailable")
+_REVIEW_FIELDS = frozenset({"verdict", "reason", "reviewer"})
+# A verdict's reason is one line a person reads in a listing.
+REVIEW_REASON_MAX_CHARS = 300
+# ``reviewer(target, operations, current_entries) -> {"verdict", "reason", "reviewer"}``
+WriteReviewer = Callable[[str, list[dict[str, str]], list[str]], Mapping[str, Any]]
 # A staged write holds at most a few entries of a few thousand characters; a
 # bigger file is not one of ours and is not read into memory.
 MAX_PENDING_BYTES = 1 << 20
@@ -54,6 +67,8 @@ class PendingWrite:
         kind: ``add``, ``replace``, ``remove`` or ``batch``.
         target: ``memory`` or ``user``.
         operations: Operation dicts (``action``, ``content``, ``old_text``).
+        review: The reviewer's verdict ``{"verdict", "reason", "reviewer"}``, or
+            ``None`` when the store had no reviewer. Advice for the person only.
     """
 
     id: str
@@ -63,6 +78,7 @@ class PendingWrite:
     origin: str
     session_id: str | None
     created: str = field(default="")
+    review: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (what the JSON file holds)."""
@@ -106,6 +122,7 @@ class PendingQueue:
         operations: list[dict[str, str]],
         origin: str,
         session_id: str | None,
+        review: dict[str, str] | None = None,
     ) -> PendingWrite:
         """Write a new pending file and return it."""
         folder = ensure_dir(self.folder)
@@ -118,6 +135,7 @@ class PendingQueue:
             origin=origin,
             session_id=session_id,
             created=created,
+            review=review,
         )
         atomic_write(folder / f"{pending.id}.json", json.dumps(pending.to_dict(), indent=2))
         return pending
@@ -256,7 +274,7 @@ def _parse(path: Path, data: Any) -> PendingWrite:
     missing = [f for f in ("id", "kind", "target", "operations", "origin") if f not in data]
     if missing:
         raise _Corrupt(f"missing field {', '.join(repr(f) for f in missing)}")
-    unknown = sorted(set(data) - {"session_id", "operations", *_STR_FIELDS})
+    unknown = sorted(set(data) - {"session_id", "operations", "review", *_STR_FIELDS})
     if unknown:
         raise _Corrupt(f"unknown field {', '.join(repr(f) for f in unknown)}")
     for name in _STR_FIELDS:
@@ -292,6 +310,7 @@ def _parse(path: Path, data: Any) -> PendingWrite:
             f"'kind' {_short(data['kind'])} must hold exactly one {data['kind']} operation, "
             f"got {len(ops)} operation(s)"
         )
+    _check_review(data.get("review"))
     if _has_lone_surrogate(data):
         raise _Corrupt("a string holds a lone surrogate (an escape like \\ud83d)")
     return PendingWrite(
@@ -302,7 +321,57 @@ def _parse(path: Path, data: Any) -> PendingWrite:
         origin=data["origin"],
         session_id=data.get("session_id"),
         created=data.get("created", ""),
+        review=data.get("review"),
     )
+
+
+def _check_review(review: Any) -> None:
+    if review is None:
+        return
+    if not isinstance(review, dict):
+        raise _Corrupt(f"'review' must be an object or null, got {type(review).__name__}")
+    bad = sorted(k for k in review if k not in _REVIEW_FIELDS or not isinstance(review[k], str))
+    if bad or "verdict" not in review:
+        raise _Corrupt(f"review.{bad[0] if bad else 'verdict'} is missing, unknown or not a string")
+    if review["verdict"] not in REVIEW_VERDICTS:
+        raise _Corrupt(
+            f"review.verdict must be one of {', '.join(REVIEW_VERDICTS)}, "
+            f"got {_short(review['verdict'])}"
+        )
+
+
+def normalise_review(raw: Any, default_reviewer: str = "reviewer") -> dict[str, str]:
+    """A reviewer's answer as the ``review`` a pending file holds.
+
+    Anything that is not a mapping with a known verdict becomes ``unavailable``,
+    so a broken reviewer never blocks staging and never reads as ``safe``.
+    """
+    if not isinstance(raw, Mapping):
+        return _unavailable(
+            f"the reviewer answered {type(raw).__name__}, not a verdict", default_reviewer
+        )
+    reviewer = raw.get("reviewer")
+    name = reviewer if isinstance(reviewer, str) and reviewer else default_reviewer
+    verdict, reason = raw.get("verdict"), raw.get("reason")
+    if verdict not in REVIEW_VERDICTS:
+        return _unavailable(f"the reviewer gave no verdict (got {_short(verdict)})", name)
+    return {
+        "verdict": verdict,
+        "reason": _one_line(reason if isinstance(reason, str) else ""),
+        "reviewer": _one_line(name),
+    }
+
+
+def _unavailable(reason: str, reviewer: str) -> dict[str, str]:
+    return {"verdict": "unavailable", "reason": _one_line(reason), "reviewer": _one_line(reviewer)}
+
+
+def _one_line(text: str) -> str:
+    """Whitespace runs as one space, lone surrogates dropped, cut to the reason limit."""
+    text = " ".join(text.encode("utf-8", "replace").decode("utf-8").split())
+    if len(text) <= REVIEW_REASON_MAX_CHARS:
+        return text
+    return text[: REVIEW_REASON_MAX_CHARS - 3] + "..."
 
 
 def _has_lone_surrogate(data: Any) -> bool:

@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Any
 from ..config import resolve_hermes_home
 from ..errors import ConfigError, SecurityError, StoreError
 from . import _fileio
-from .approval import APPROVAL_MODES, GATED_ORIGINS, CorruptPending, PendingQueue, PendingWrite
+from .approval import (
+    APPROVAL_MODES,
+    GATED_ORIGINS,
+    CorruptPending,
+    PendingQueue,
+    PendingWrite,
+    WriteReviewer,
+    normalise_review,
+)
 from .entries import (
     TARGET_FILENAMES,
     TARGETS,
@@ -65,6 +73,12 @@ class MemoryStore:
         user_char_limit: Limit of USER.md in characters.
         write_approval: ``allow``, ``stage`` (agent writes wait for a person) or ``block``.
         pending_dir: Where staged writes go; default ``<memory_dir>/../pending/memory``.
+        reviewer: Called as ``reviewer(target, operations, current_entries)`` for
+            each write that is staged; its verdict (``{"verdict": "safe" |
+            "suspicious" | "malicious", "reason": ...}``) is kept with the staged
+            write for the person who approves it (``hermes_context.llm.LLMWriteReviewer``
+            asks an LLM). A reviewer that fails or answers nonsense gives the
+            verdict ``unavailable``; it never stops the write from being staged.
 
     Raises:
         ConfigError: a limit is not a positive whole number, or ``write_approval``
@@ -79,6 +93,7 @@ class MemoryStore:
         user_char_limit: int = 1_375,
         write_approval: str = "allow",
         pending_dir: str | os.PathLike[str] | None = None,
+        reviewer: WriteReviewer | None = None,
     ) -> None:
         if write_approval not in APPROVAL_MODES:
             raise ConfigError(
@@ -95,6 +110,7 @@ class MemoryStore:
             Path(pending_dir) if pending_dir else self.memory_dir.parent / "pending" / "memory"
         )
         self.pending = PendingQueue(pending)
+        self.reviewer = reviewer
         self.journal = Journal(self.memory_dir / JOURNAL_FILENAME)
         self.load_warnings: dict[str, str] = {}
         self.last_reset_backups: dict[str, str] = {}
@@ -102,14 +118,19 @@ class MemoryStore:
         self._strikes = StrikeCounter()
 
     @classmethod
-    def from_config(cls, config: Config) -> MemoryStore:
-        """A store for ``config.hermes_home`` with the ``memory.*`` settings."""
+    def from_config(cls, config: Config, *, reviewer: WriteReviewer | None = None) -> MemoryStore:
+        """A store for ``config.hermes_home`` with the ``memory.*`` settings.
+
+        ``reviewer``: see the class; ``LLMWriteReviewer.from_config(config)`` gives
+        the configured one (or ``None``).
+        """
         mem = config.memory
         return cls(
             config.hermes_home / "memories",
             memory_char_limit=mem.memory_char_limit,
             user_char_limit=mem.user_char_limit,
             write_approval=mem.write_approval,
+            reviewer=reviewer,
         )
 
     # -- paths and reading -------------------------------------------------
@@ -389,12 +410,14 @@ class MemoryStore:
         for op in ops:
             after = apply_operation(after, op)
         self._check_result(target, kind, before, after, ops)
+        operations = [op.to_dict() for op in ops]
         staged = self.pending.stage(
             kind=kind,
             target=target,
-            operations=[op.to_dict() for op in ops],
+            operations=operations,
             origin=origin,
             session_id=session_id,
+            review=self._review(target, operations, before),
         )
         return {
             "success": True,
@@ -404,6 +427,28 @@ class MemoryStore:
             "message": f"Staged for the user's review as pending write {staged.id}; it takes effect "
             "once approved. Do not stage it again.",
         }
+
+    def _review(
+        self, target: str, operations: list[dict[str, str]], entries: list[str]
+    ) -> dict[str, str] | None:
+        if self.reviewer is None:
+            return None
+        name = str(getattr(self.reviewer, "name", None) or "reviewer")
+        try:
+            raw = self.reviewer(target, [dict(op) for op in operations], list(entries))
+        except Exception as exc:  # advice only: a failing reviewer must not lose the write
+            return normalise_review(
+                {"verdict": "unavailable", "reason": f"review failed: {exc}"}, name
+            )
+        return normalise_review(raw, name)
+
+    def review_staged(self, staged: PendingWrite) -> dict[str, str] | None:
+        """Ask the reviewer about a staged write now (not saved); ``None`` without one.
+
+        For writes staged when no reviewer was set or it was unavailable.
+        """
+        _, entries = self._read(staged.target)
+        return self._review(staged.target, staged.operations, entries)
 
     def _fail(
         self, result: dict[str, Any], session_id: object, *, counted: bool = True
