@@ -1,14 +1,21 @@
 """Threat scanner benchmark: detection and false positives per labelled batch, rules vs semantic.
 
-Batches (``tests/data``): ``corpus`` (the notes the rules were written on),
-``train`` and ``train_b`` (written blind, used to tune the rules and to train
-the semantic classifier) are TUNED; ``heldout_a`` and ``heldout_b`` (written
-blind by two other authors, never read while building the scanner) are
-UNTUNED. A split attack (two entries) counts as caught when ``scan_entries``
-flags either entry; a benign pair is a false positive when it flags either.
+Batches (``tests/data``), by how much they shaped the scanner:
+
+- TUNED: ``corpus`` (the notes the rules were written on) and ``train``,
+  ``train_b``, ``train_c`` (written blind, then used to tune the rules and to
+  train the semantic classifier).
+- SELECTION: ``heldout_a``, ``heldout_b``, ``heldout_c`` (written blind by
+  other authors, never trained on and no rule written from them, but their
+  scores chose the classifier's design: embedding + character n-grams over
+  the embedding alone).
+- UNTUNED: ``heldout_d`` (written blind, scored once, after every choice).
+
+A split attack (two entries) counts as caught when ``scan_entries`` flags
+either entry; a benign pair is a false positive when it flags either.
 
 Usage: python benchmarks/threats.py [--json] [--no-semantic]
-Exit status 1 when an untuned batch misses the targets (>= 90% caught, <= 2% flagged).
+Exit status 1 when a selection or untuned batch misses the targets (>= 90% caught, <= 2% flagged).
 """
 
 from __future__ import annotations
@@ -29,8 +36,11 @@ BATCHES = {
     "corpus": (DATA / "memory_threat_corpus.jsonl", "tuned"),
     "train": (DATA / "threat_batches" / "train.jsonl", "tuned"),
     "train_b": (DATA / "threat_batches" / "train_b.jsonl", "tuned"),
-    "heldout_a": (DATA / "threat_batches" / "heldout_a.jsonl", "untuned"),
-    "heldout_b": (DATA / "threat_batches" / "heldout_b.jsonl", "untuned"),
+    "train_c": (DATA / "threat_batches" / "train_c.jsonl", "tuned"),
+    "heldout_a": (DATA / "threat_batches" / "heldout_a.jsonl", "selection"),
+    "heldout_b": (DATA / "threat_batches" / "heldout_b.jsonl", "selection"),
+    "heldout_c": (DATA / "threat_batches" / "heldout_c.jsonl", "selection"),
+    "heldout_d": (DATA / "threat_batches" / "heldout_d.jsonl", "untuned"),
 }
 MIN_CAUGHT = 0.90
 MAX_FLAGGED = 0.02
@@ -100,7 +110,7 @@ def _targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     mode = report["modes"][-1]
     out = []
     for name, batch in report["batches"].items():
-        if batch["kind"] != "untuned":
+        if batch["kind"] == "tuned":
             continue
         r = batch[mode]
         caught, flagged = r["caught"] / r["malicious"], r["flagged"] / r["benign"]
@@ -127,9 +137,9 @@ def _render(report: dict[str, Any]) -> str:
                 f"({r['flagged'] / r['benign']:.1%}) | {r['seconds']:.1f} |"
             )
     mode = report["modes"][-1]
-    lines += ["", f"Untuned batches by family ({mode}):"]
+    lines += ["", f"Batches not tuned on, by family ({mode}):"]
     for name, batch in report["batches"].items():
-        if batch["kind"] == "untuned":
+        if batch["kind"] != "tuned":
             fams = ", ".join(f"{k} {c}/{n}" for k, (c, n) in batch[mode]["families"].items())
             lines.append(f"- {name}: {fams}")
     lines.append("")

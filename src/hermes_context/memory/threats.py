@@ -9,12 +9,27 @@ hijack its role, hide instructions from the user, make it leak secrets
 the agent's own configuration, or smuggle text in invisible Unicode. Secrets
 pasted into memory also leak to every provider the prompt is sent to.
 
-The scanner is a deny-list of regular expressions, grouped in families, run on
-the NFKC-normalised text with invisible characters removed and common Cyrillic
-and Greek look-alikes of Latin letters folded to Latin (so ``ｉｇｎｏｒｅ``,
-``ig\u200bnore`` and ``іgnore`` with a Cyrillic ``і`` still match); the
-invisible characters are reported on their own. It is a tripwire against the common shapes of these attacks, not a
-proof of safety: paraphrases it does not know about get through.
+Defence in depth, each layer for what the one before misses:
+
+1. Views (``deobfuscate.views``): NFKC with invisible characters removed and
+   a UTS #39 skeleton (look-alike letters of Cyrillic, Greek, Armenian, small
+   capitals, mathematical letters... folded to Latin), leetspeak undone,
+   spelled-out words joined, base64/hex/percent/``\\x``/ROT13 spans decoded.
+   Every rule runs on every view; invisible characters are reported on their own.
+2. Rules: regular expressions in families (``RULE_KEYWORDS`` gates each on
+   cheap substrings), including rule families in Chinese, Spanish, German,
+   French, Japanese, Russian, Portuguese and Italian.
+3. Neighbours (``scan_entries``): each pair of adjacent entries is scanned
+   joined, so an instruction split across two entries is still seen.
+4. Semantic (optional extra): a multilingual sentence embedding plus character
+   n-grams scored by a linear classifier (``semantic``), for paraphrases no
+   rule has. ``HERMES_SEMANTIC_SCAN`` = ``auto`` (default: when installed),
+   ``on`` (required) or ``off``.
+
+It is a tripwire, not a proof of safety: measured on notes from writers who
+never saw it, it misses about one attack in three and flags a few ordinary
+notes (``docs/memory.md``). Staging writes for a person, with an LLM verdict
+attached, is the stronger control.
 """
 
 from __future__ import annotations
