@@ -25,14 +25,23 @@ BOTTOM = frozenset({"config", "errors", "messages", "synthetic", "tokens"})
 # Each imports only the bottom layer: compression talks to a summariser
 # interface, never to a concrete client.
 MIDDLE = frozenset({"compression", "llm", "memory", "sessions", "skills"})
+# The composition layer (SPEC 1: "agent composes them"): tools bind the stores
+# for a model, references read files through the tools' sandbox, the agent
+# uses all of them.
+COMPOSITION = {
+    "tools": BOTTOM | MIDDLE,
+    "references": BOTTOM | {"tools"},
+    "agent": BOTTOM | MIDDLE | {"tools", "references"},
+}
 # What each component may import besides itself. The root package sits above
 # every layer; cli uses the public API (no ``_private`` module or name of
 # another component, see below) and nothing imports it.
 ALLOWED = {
     **dict.fromkeys(BOTTOM, BOTTOM),
     **dict.fromkeys(MIDDLE, BOTTOM),
-    ROOT: BOTTOM | MIDDLE,
-    "cli": BOTTOM | MIDDLE | {ROOT},
+    **COMPOSITION,
+    ROOT: BOTTOM | MIDDLE | set(COMPOSITION),
+    "cli": BOTTOM | MIDDLE | set(COMPOSITION) | {ROOT},
 }
 
 
@@ -194,6 +203,10 @@ def test_bottom_layer_imports_only_itself():
 
 def test_middle_layer_imports_only_the_bottom_layer():
     assert violations(_component_rule, components=MIDDLE) == []
+
+
+def test_composition_layer_imports_only_what_it_composes():
+    assert violations(_component_rule, components=set(COMPOSITION)) == []
 
 
 def test_nothing_imports_cli():

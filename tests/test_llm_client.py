@@ -179,6 +179,18 @@ ERROR_TABLE = [
     ),
     (Reply.error(500, "boom"), "other", 500, "check the server logs"),
     (Reply.error(503, "overloaded"), "other", 503, "retry later"),
+    (
+        Reply.error(
+            400,
+            "This model's maximum context length is 8192 tokens",
+            code="context_length_exceeded",
+        ),
+        "context_length",
+        400,
+        "longer than the model's window",
+    ),
+    (Reply.error(413, "prompt is too long: 210000 tokens"), "context_length", 413, "compress"),
+    (Reply.error(400, "bad temperature"), "other", 400, "check the server logs"),
 ]
 
 
@@ -423,3 +435,11 @@ def test_close_releases_the_pool_and_the_client_stays_usable(scripted_llm):
         scripted_llm.enqueue(Reply.text(text))
         assert client.chat(MESSAGES).content == text
         client.close()
+
+
+def test_streamed_text_reaches_on_text_piece_by_piece(scripted_llm):
+    scripted_llm.enqueue(Reply.text("a streamed answer that comes in pieces"))
+    pieces = []
+    response = make_client(scripted_llm).chat(MESSAGES, stream=True, on_text=pieces.append)
+    assert "".join(pieces) == response.content == "a streamed answer that comes in pieces"
+    assert len(pieces) > 2

@@ -241,3 +241,51 @@ def test_failing_summarizer_raises_every_time_and_records():
             summarizer(USER)
         assert info.value is error
     assert summarizer.calls == [USER, USER]
+
+
+@pytest.mark.parametrize(
+    ("messages", "problem"),
+    [
+        ([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}], "two user"),
+        ([{"role": "tool", "tool_call_id": "x", "content": "r"}], "tool"),
+        ([{"role": "user", "content": "a", "_private": True}], "unrecognized key '_private'"),
+        ([], "non-empty"),
+    ],
+)
+def test_the_strict_server_refuses_what_a_provider_would(scripted_llm, messages, problem):
+    scripted_llm.enqueue(Reply.text("never served"))
+    status, body = _post(scripted_llm, {"model": "m", "messages": messages})
+    assert status == 400 and problem in body["error"]["message"]
+    assert body["error"]["type"] == "invalid_request_error"
+    assert scripted_llm.remaining == 1
+
+
+def test_a_lenient_server_and_a_responder():
+    seen = []
+
+    def respond(body):
+        seen.append(body["messages"][-1]["content"])
+        return Reply.text(f"echo {len(seen)}")
+
+    with ScriptedLLMServer(strict=False, responder=respond) as server:
+        server.enqueue(Reply.text("queued first"))
+        twice = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+        assert (
+            _post(server, {"model": "m", "messages": twice})[1]["choices"][0]["message"]["content"]
+            == "queued first"
+        )
+        body = _post(server, {"model": "m", "messages": twice})[1]
+        assert body["choices"][0]["message"]["content"] == "echo 1" and seen == ["b"]
+
+
+def _post(server, payload):
+    request = urllib.request.Request(
+        server.base_url + "/chat/completions",
+        data=json.dumps(payload).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())

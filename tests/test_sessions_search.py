@@ -269,3 +269,16 @@ def test_recall_never_returns_another_users_originals(session_db):
     mine = session_db.recall_records("bob-c", summary, user_id="bob")
     assert [r["id"] for r in mine] == [bob_msg]
     assert [r["id"] for r in session_db.recall_records("bob-c", summary)] == [alice_msg, bob_msg]
+
+
+def test_messages_marked_unindexed_are_stored_but_not_searched(session_db):
+    from hermes_context.sessions import UNINDEXED_KEY
+
+    sid = session_db.create_session()
+    prompt = {"role": "system", "content": "zebra boilerplate prompt", UNINDEXED_KEY: True}
+    session_db.append_messages(sid, [prompt, {"role": "user", "content": "zebra question"}])
+    hits = session_db.search("zebra")
+    assert [h["role"] for h in hits] == ["user"]
+    assert session_db.get_messages(sid)[0] == prompt
+    session_db.rebuild_search_index()
+    assert [h["role"] for h in session_db.search("zebra")] == ["user"]

@@ -4,6 +4,7 @@ This package sits above every layer (SPEC 1): it plugs the LLM summariser into
 compression, which only knows the ``Summarizer`` interface.
 """
 
+from .agent import AIAgent
 from .compression import (
     CompressionResult,
     ContextCompressor,
@@ -23,6 +24,7 @@ from .errors import (
 from .llm import OpenAISummarizer, build_summarizer
 from .memory import MEMORY_TOOL_SCHEMA, MemoryStore, memory_tool, scan_for_threats
 from .messages import strip_think_blocks, to_wire, validate_messages
+from .references import expand_references
 from .sessions import SessionDB
 from .tokens import TokenCounter, estimate_messages_tokens_rough, estimate_tokens_rough
 
@@ -33,6 +35,7 @@ __version__ = "0.1.0"
 register_summarizer_factory(build_summarizer)
 
 __all__ = [
+    "AIAgent",
     "CompressionResult",
     "Config",
     "ConfigError",
@@ -50,6 +53,7 @@ __all__ = [
     "TokenCounter",
     "estimate_messages_tokens_rough",
     "estimate_tokens_rough",
+    "expand_references",
     "load_config",
     "memory_tool",
     "scan_for_threats",

@@ -44,7 +44,7 @@ ENV_MODEL = "HERMES_CONTEXT_MODEL"
 
 # Who reads a setting (field metadata "status").
 USED = "used"
-# Read by the agent loop (being built): accepted and kept, not read by the library yet.
+# Read by the agent loop (``AIAgent``), not by the stores or the compressor.
 AGENT = "agent"
 # Read by nothing yet: a non-default value is refused rather than silently ignored.
 UNSUPPORTED = "unsupported"

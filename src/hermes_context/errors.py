@@ -16,6 +16,7 @@ LLM_ERROR_KINDS = (
     "not_found",
     "timeout",
     "rate_limit",
+    "context_length",
     "bad_json",
     "stream",
     "network",

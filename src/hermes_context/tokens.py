@@ -37,6 +37,7 @@ _CJK_RANGES = (
 
 
 _CJK_RE = re.compile("[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES) + "]")
+_CJK_RUN_RE = re.compile(_CJK_RE.pattern + "+")
 # Estimates of non-ASCII strings memoised by identity while ``memoized_estimates`` is active
 # (one compression estimates the same message several times).
 _MEMO: ContextVar[dict[int, tuple[Any, Any]] | None] = ContextVar("hermes_token_memo", default=None)
@@ -76,8 +77,11 @@ def token_parts(text: str) -> tuple[int, int]:
         hit = memo.get(id(text))
         if hit is not None and hit[0] is text:
             return hit[1]
-    rest = _CJK_RE.sub("", text)
-    parts = len(text) - len(rest), len(rest.encode("utf-8", "surrogatepass"))
+    # Runs, not characters: CJK text is long runs, so few match objects; the
+    # bytes of everything else are the text's bytes minus the runs' bytes.
+    runs = _CJK_RUN_RE.findall(text)
+    cjk_bytes = sum(len(run.encode("utf-8")) for run in runs)
+    parts = sum(map(len, runs)), len(text.encode("utf-8", "surrogatepass")) - cjk_bytes
     if memo is not None:
         memo[id(text)] = (text, parts)
     return parts

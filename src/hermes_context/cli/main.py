@@ -14,9 +14,11 @@ from .. import __version__
 
 # Subcommands are imported only when used, so ``--help`` and each command stay fast.
 _SUBCOMMANDS = {
+    "chat": ("hermes_context.cli.agent_cmd", "chat"),
     "compress": ("hermes_context.cli.compress_cmd", "compress"),
     "config": ("hermes_context.cli.config_cmd", "config"),
     "memory": ("hermes_context.cli.memory_cmd", "memory"),
+    "run": ("hermes_context.cli.agent_cmd", "run"),
     "sessions": ("hermes_context.cli.sessions_cmd", "sessions"),
 }
 

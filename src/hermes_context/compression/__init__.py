@@ -6,6 +6,7 @@ The LLM summariser (``OpenAISummarizer``, ``build_summarizer``) lives in
 
 from typing import Any
 
+from .assembly import SUMMARY_END_MARKER, SUMMARY_KEY
 from .compressor import ContextCompressor
 from .deterministic import DeterministicSummarizer
 from .result import CompressionReport, CompressionResult, StageFigures
@@ -32,6 +33,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "SUMMARY_END_MARKER",
+    "SUMMARY_KEY",
     "CompressionReport",
     "CompressionResult",
     "ContextCompressor",

@@ -29,7 +29,7 @@ from .antithrash import ThrashState
 from .boundaries import find_boundaries, protect_head_end
 from .deterministic import DeterministicSummarizer, Fitted
 from .pinned import ensure_pinned, pinned_for_summary
-from .prompt import build_summary_request, summary_target_tokens
+from .prompt import build_prefix_summary_request, build_summary_request, summary_target_tokens
 from .prune import MAX_TAIL_MESSAGE_FLOOR, PruneOutcome, prune_messages
 from .result import CompressionReport, CompressionResult, StageFigures
 from .summarizers import (
@@ -59,6 +59,8 @@ TARGET_TAIL_FLOOR = 1
 
 
 _FALLBACK = "deterministic (fallback)"
+# Tokens of a prefix summary request's instruction beside its draft (rules, pinned facts).
+PREFIX_INSTRUCTION_TOKENS = 1_000
 
 
 @dataclass
@@ -69,6 +71,8 @@ class _Call:
     goal_hint: str | None
     llm_failure: str | None = None
     context: list[dict[str, Any]] = field(default_factory=list)
+    prefix: list[dict[str, Any]] = field(default_factory=list)  # the conversation up to the cut
+    prefix_first: int = 0  # index of the first summarised message in it
 
 
 @dataclass(frozen=True)
@@ -601,6 +605,8 @@ class ContextCompressor:
             )
         content_tokens = estimate_messages_tokens_rough(turns)
         call.context = original[: bounds.head_end]
+        call.prefix = original[: bounds.tail_start]
+        call.prefix_first = bounds.head_end
         summary = self._summarise(
             call, turns, previous, previous_at, content_tokens, plan.summary_chars, summary_tokens
         )
@@ -711,14 +717,7 @@ class ContextCompressor:
             )
         pinned = pinned_for_summary(turns, previous)
         name = getattr(self.summarizer, "name", "llm")
-        request = build_summary_request(
-            turns,
-            previous_summary=previous,
-            pinned=pinned,
-            target_tokens=target,
-            focus=call.focus,
-            draft=deterministic(None).text,  # the turns only: the previous summary is sent once
-        )
+        request = self._summary_request(call, turns, previous, pinned, target, deterministic)
         try:
             raw = self.summarizer(request)
             text = strip_think_blocks(raw) if isinstance(raw, str) else ""
@@ -731,6 +730,45 @@ class ContextCompressor:
             return self._on_failure(call, error, deterministic, name)
         self._state.timeout_strikes = 0
         return _Summary(ensure_pinned(text.strip(), pinned), summariser=str(name))
+
+    def _summary_request(
+        self,
+        call: _Call,
+        turns: list[dict[str, Any]],
+        previous: str | None,
+        pinned: list[str],
+        target: int,
+        deterministic: Callable[[str | None], Fitted],
+    ) -> list[dict[str, Any]]:
+        """The classic request, or the conversation itself when the summariser reuses it.
+
+        A summariser with ``reuses_prefix = True`` is the conversation's own model:
+        it gets the conversation up to the cut as sent, then the instruction, so
+        the provider's prompt cache applies; when that prefix and the summary
+        would not fit the window, it gets the classic request.
+        """
+        draft = deterministic(None).text  # the turns only: the previous summary is sent once
+        if getattr(self.summarizer, "reuses_prefix", False) and call.prefix:
+            # The instruction carries a draft of about the summary's size, and the
+            # answer needs the summary's size too.
+            room = self.context_length - 2 * target - (self.max_tokens or 0)
+            if estimate_messages_tokens_rough(call.prefix) + PREFIX_INSTRUCTION_TOKENS <= room:
+                return build_prefix_summary_request(
+                    call.prefix,
+                    first=call.prefix_first,
+                    pinned=pinned,
+                    target_tokens=target,
+                    focus=call.focus,
+                    draft=draft,
+                )
+        return build_summary_request(
+            turns,
+            previous_summary=previous,
+            pinned=pinned,
+            target_tokens=target,
+            focus=call.focus,
+            draft=draft,
+        )
 
     def _on_failure(
         self,

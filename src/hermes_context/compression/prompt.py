@@ -129,6 +129,15 @@ def build_summary_request(
         parts.append("NEW TURNS TO INCORPORATE:\n" + serialize_turns(turns))
     else:
         parts.append("TURNS TO SUMMARISE:\n" + serialize_turns(turns))
+    parts += _guidance(draft, pinned, focus, target_tokens)
+    return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def _guidance(
+    draft: str | None, pinned: Sequence[str], focus: str | None, target_tokens: int
+) -> list[str]:
+    """The parts of a summary instruction after the turns: draft, pinned facts, focus, size."""
+    parts = []
     if draft:
         parts.append(
             "DRAFT HANDOFF OF THESE TURNS (extracted mechanically; its files, "
@@ -143,7 +152,48 @@ def build_summary_request(
     if focus:
         parts.append(f"FOCUS: give most of the summary budget to: {focus}")
     parts.append(f"Aim for at most about {target_tokens:,} tokens.")
-    return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
+    return parts
+
+
+PREFIX_REQUEST_MARKER = "[Compaction request from the agent's host, not from the user]"
+
+
+def build_prefix_summary_request(
+    prefix: Sequence[dict[str, Any]],
+    *,
+    first: int,
+    pinned: Sequence[str],
+    target_tokens: int,
+    focus: str | None = None,
+    draft: str | None = None,
+) -> list[dict[str, Any]]:
+    """A summary request that reuses the conversation as sent (the provider's prompt cache).
+
+    ``prefix`` is the conversation up to the cut, exactly as the model saw it
+    (same system prompt, same messages); one instruction follows. When the
+    prefix ends with a user message, the instruction joins a copy of it, so
+    no two user messages are adjacent. Only the instruction is new to the
+    provider: everything before it can be served from its prompt cache.
+    """
+    rules = _SYSTEM_PROMPT.format(headings="\n".join(SUMMARY_HEADINGS))
+    parts = [
+        PREFIX_REQUEST_MARKER,
+        "Stop working on the task for this one reply. Messages from number "
+        f"{first + 1} of the conversation above (counting the system prompt as 1) up "
+        "to this point are about to be replaced by a summary; the messages before them "
+        "stay. If the conversation above holds an earlier [CONTEXT SUMMARY], fold it in: "
+        "keep what is still true, replace what changed. Do not call tools.",
+        rules,
+        *_guidance(draft, pinned, focus, target_tokens),
+    ]
+    instruction = "\n\n".join(parts)
+    messages = [dict(m) for m in prefix]
+    last = messages[-1] if messages else None
+    if last is not None and last.get("role") == "user" and isinstance(last.get("content"), str):
+        messages[-1] = {**last, "content": f"{last['content']}\n\n{instruction}"}
+    else:
+        messages.append({"role": "user", "content": instruction})
+    return messages
 
 
 def parse_summary(text: str | None) -> dict[str, list[str]]:

@@ -12,7 +12,7 @@ import ipaddress
 import json
 import re
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -42,6 +42,8 @@ _HINTS = {
     "quota": "the account is out of credit or quota; check billing or use another key",
     "not_found": "check the model name (model.name) and that base_url ends with /v1",
     "rate_limit": "rate limited; wait and retry, or lower the request rate",
+    "context_length": "the prompt is longer than the model's window; compress the conversation "
+    "or set model.context_length to the real window",
     "timeout": "check the server is up and not overloaded, or raise the timeout",
     "network": "check base_url and that the server is running and reachable",
     "bad_json": "check that base_url points to an OpenAI-compatible /v1 endpoint",
@@ -51,6 +53,18 @@ _HINTS = {
 # Error codes/phrases that mean "out of money", whatever the status (OpenAI
 # sends insufficient_quota with a 429, which would otherwise be a rate limit).
 _QUOTA_MARKERS = ("insufficient_quota", "exceeded your current quota", "insufficient credit")
+# Error codes/phrases of a 400/413 that mean "the prompt does not fit the window"
+# (OpenAI, vLLM, llama.cpp, Anthropic-compatible proxies word it differently).
+_CONTEXT_LENGTH_MARKERS = (
+    "context_length_exceeded",
+    "maximum context length",
+    "context length",
+    "context window",
+    "prompt is too long",
+    "too many tokens",
+    "exceeds the context",
+    "reduce the length",
+)
 
 
 @dataclass
@@ -110,6 +124,7 @@ class ChatClient:
         *,
         tools: list[dict[str, Any]] | None = None,
         stream: bool = False,
+        on_text: Callable[[str], None] | None = None,
         **params: Any,
     ) -> ChatResponse:
         """Send ``messages`` (metadata keys dropped) and return the answer.
@@ -118,6 +133,8 @@ class ChatClient:
             messages: OpenAI chat messages; ``_`` keys never go on the wire.
             tools: OpenAI tool definitions, if the model may call tools.
             stream: Consume an SSE stream and assemble it.
+            on_text: With ``stream``, called with each piece of answer text as it
+                arrives (an exception it raises fails the request).
             **params: Passed to the API as is (``temperature``, ``max_tokens``...).
 
         Raises:
@@ -128,7 +145,7 @@ class ChatClient:
         if tools:
             request["tools"] = tools
         try:
-            return self._stream(request) if stream else self._once(request)
+            return self._stream(request, on_text) if stream else self._once(request)
         except Exception as exc:  # every failure must become an LLMAPIError
             err = self._polish(classify_error(exc, base_url=self.base_url, model=self.model))
             if err is exc:
@@ -170,7 +187,9 @@ class ChatClient:
             raise _bad_json(self._where(), f"body is not JSON: {_one_line(text)!r}") from None
         return parse_completion(data, where=self._where())
 
-    def _stream(self, request: dict[str, Any]) -> ChatResponse:
+    def _stream(
+        self, request: dict[str, Any], on_text: Callable[[str], None] | None = None
+    ) -> ChatResponse:
         if "stream_options" not in request:
             # Without this, streamed answers carry no usage figures.
             request["stream_options"] = {"include_usage": True}
@@ -181,7 +200,7 @@ class ChatClient:
             # Some servers ignore stream=True and answer with one JSON body.
             with response:
                 return self._parse_body(response.response.read().decode("utf-8", "replace"))
-        assembler = _StreamAssembler(self._where())
+        assembler = _StreamAssembler(self._where(), on_text)
         try:
             with response:
                 for chunk in response:
@@ -277,8 +296,9 @@ def _as_dict(chunk: Any) -> Any:
 class _StreamAssembler:
     """Collects stream chunks into one ``ChatResponse``."""
 
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, on_text: Callable[[str], None] | None = None) -> None:
         self.where = where
+        self.on_text = on_text
         self.parts: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
         self.finish_reason: str | None = None
@@ -307,6 +327,8 @@ class _StreamAssembler:
                 delta = {}
             if isinstance(delta.get("content"), str):
                 self.parts.append(delta["content"])
+                if self.on_text is not None and delta["content"]:
+                    self.on_text(delta["content"])
             for call in delta.get("tool_calls") or ():
                 self._add_call(call)
             if choice.get("finish_reason"):
@@ -409,6 +431,8 @@ def _from_status(status: int, body: Any, where: str) -> LLMAPIError:
     )
     if status == 402 or any(m in markers.lower() for m in _QUOTA_MARKERS):
         kind = "quota"
+    elif status in (400, 413) and any(m in markers.lower() for m in _CONTEXT_LENGTH_MARKERS):
+        kind = "context_length"
     else:
         kind = _STATUS_KINDS.get(status, "other")
     return _make(kind, f"{status} from {where}", status, detail)

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ..errors import LLMAPIError
+from ..errors import InvalidMessagesError, LLMAPIError
+from ..messages import validate_messages
 from ..tokens import estimate_messages_tokens_rough, estimate_tokens_rough
 
 try:  # pytest is a dev dependency; the fixture only exists where it is installed.
@@ -171,8 +172,14 @@ class ScriptedLLMServer:
     Replies are served FIFO. A reply queued for a model is served only to
     requests for that model; other requests use the shared queue (and so does
     that model once its own queue is empty). With no reply left it answers
-    500 ``no scripted reply left`` so a test fails loudly. ``requests`` records
-    every request; the server stops itself after ``lifetime`` seconds.
+    500 ``no scripted reply left`` so a test fails loudly, unless a
+    ``responder`` is set: then it builds the reply from the request body. Like
+    a real provider, it answers 400 (``invalid_request_error``) to a message
+    list that breaks the chat-completions rules (``validate_messages``: tool
+    results without their call, unanswered calls, two user or two assistant
+    messages in a row, ``_`` metadata keys on the wire); ``strict=False``
+    turns that off. ``requests`` records every request; the server stops
+    itself after ``lifetime`` seconds.
 
     Example:
         with ScriptedLLMServer() as server:
@@ -180,8 +187,16 @@ class ScriptedLLMServer:
             ChatClient(base_url=server.base_url, api_key=None, model="m").chat(msgs)
     """
 
-    def __init__(self, *, lifetime: float = DEFAULT_LIFETIME) -> None:
+    def __init__(
+        self,
+        *,
+        lifetime: float = DEFAULT_LIFETIME,
+        strict: bool = True,
+        responder: Callable[[dict[str, Any]], Reply] | None = None,
+    ) -> None:
         self.lifetime = lifetime
+        self.strict = strict
+        self.responder = responder
         self.requests: list[RecordedRequest] = []
         self._shared: deque[Reply] = deque()
         self._by_model: dict[str, deque[Reply]] = {}
@@ -275,12 +290,16 @@ class ScriptedLLMServer:
         with self._lock:
             self.requests.append(request)
 
-    def _next_reply(self, model: Any) -> Reply | None:
+    def _next_reply(self, body: dict[str, Any]) -> Reply | None:
+        model = body.get("model")
         with self._lock:
             queue = self._by_model.get(model) if isinstance(model, str) else None
             if queue:
                 return queue.popleft()
-            return self._shared.popleft() if self._shared else None
+            if self._shared:
+                return self._shared.popleft()
+            responder = self.responder
+        return responder(body) if responder is not None else None
 
     def _model_ids(self) -> list[str]:
         with self._lock:
@@ -338,7 +357,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             self._send_json(400, _error_body("request body is not a JSON object", "invalid_json"))
             return
-        reply = self.scripted._next_reply(body.get("model"))
+        problem = _sequence_problem(body) if self.scripted.strict else None
+        if problem:
+            self._send_json(400, _error_body(problem, "invalid_request_error"))
+            return
+        reply = self.scripted._next_reply(body)
         if reply is None:
             self._send_json(NO_REPLY_STATUS, _error_body(NO_REPLY_MESSAGE, "server_error"))
             return
@@ -410,6 +433,23 @@ class _Handler(BaseHTTPRequestHandler):
         # Close without the terminating zero-length chunk: the body is cut short.
         self.wfile.flush()
         self.close_connection = True
+
+
+def _sequence_problem(body: dict[str, Any]) -> str | None:
+    """Why a real provider would refuse this request's messages, or None."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "'messages' must be a non-empty array"
+    for i, message in enumerate(messages):
+        if isinstance(message, dict):
+            private = [k for k in message if isinstance(k, str) and k.startswith("_")]
+            if private:
+                return f"messages[{i}]: unrecognized key {private[0]!r}"
+    try:
+        validate_messages(messages)
+    except InvalidMessagesError as exc:
+        return f"invalid message sequence: {exc}"
+    return None
 
 
 def _error_body(message: str, type_: str) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from .compaction import attach_compressor, compress_session
 from .db import DB_FILENAME, SessionDB
 from .errors import SearchQueryError, SessionNotFoundError
+from .fts import UNINDEXED_KEY
 from .migrations import SCHEMA_VERSION
 from .tools import SESSION_RECALL_SCHEMA, SESSION_SEARCH_SCHEMA, session_tool
 
@@ -14,6 +15,7 @@ __all__ = [
     "SearchQueryError",
     "SessionDB",
     "SessionNotFoundError",
+    "UNINDEXED_KEY",
     "attach_compressor",
     "compress_session",
     "session_tool",

@@ -115,11 +115,19 @@ def _tool_output_text(text: str) -> str:
     return _json_leaves(data) if isinstance(data, (dict, list)) else text
 
 
+# Metadata key of messages stored for the record but left out of search.
+UNINDEXED_KEY = "_unindexed"
+
+
 def indexed_text(message: Mapping[str, Any]) -> str:
     """Everything of ``message`` that search should find: content, tool names and arguments.
 
-    A JSON tool result and JSON arguments contribute their decoded values.
+    A JSON tool result and JSON arguments contribute their decoded values. A
+    message marked ``UNINDEXED_KEY`` (an agent's system prompt, the same
+    boilerplate in every session) contributes nothing.
     """
+    if message.get(UNINDEXED_KEY):
+        return ""
     content = content_text(message.get("content"))
     parts = [_tool_output_text(content) if message.get("role") == "tool" else content]
     calls = message.get("tool_calls")

@@ -1,0 +1,718 @@
+"""``AIAgent``: a tool-using conversation loop over compression, sessions and memory.
+
+Per model request the loop estimates the prompt (system prompt, messages,
+tool schemas), compresses when the compressor says so, persists every message
+to ``state.db`` as it happens, sends the request with the retry policy of
+``agent.model`` and runs the tools the model calls. The system prompt is built
+once per session and never changes while it lives (the provider's prefix
+cache), so memory writes reach the next session, not this one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..compression import SUMMARY_END_MARKER, SUMMARY_KEY, CompressionResult, ContextCompressor
+from ..config import Config, load_config
+from ..errors import ConfigError, LLMAPIError
+from ..llm import ChatClient, ChatResponse, build_summarizer
+from ..memory import MemoryStore
+from ..references import expand_references
+from ..sessions import DB_FILENAME, UNINDEXED_KEY, SessionDB
+from ..tokens import estimate_messages_tokens_rough, estimate_tokens_rough
+from ..tools import DEFAULT_TOOLSETS, ToolContext, ToolRegistry, builtin_registry
+from . import model as model_request
+from . import prompt as prompts
+from .breakdown import context_breakdown
+from .summary import ConversationSummarizer, cached_tokens
+
+StatusCallback = Callable[[str, dict[str, Any]], None]
+StreamCallback = Callable[[str], None]
+
+# Share of the threshold at which the model gets one note that compaction is near.
+DEFAULT_NOTICE_PERCENT = 0.85
+NOTICE_TEXT = (
+    "[System note, not from the user: this conversation is at {percent:.0%} of the size "
+    "that triggers compaction. Older turns will soon be replaced by a summary. If you "
+    "learned durable facts worth keeping beyond this session, save them with the memory "
+    "tool now; then carry on with the task.]"
+)
+RECALL_HINT = (
+    "(This summary is stored as message {id}; session_recall with summary_message_id={id} "
+    "returns the original messages it replaced.)"
+)
+MAX_ITERATIONS_TEXT = (
+    "I stopped after {n} model requests in this turn (the max_iterations limit) before "
+    "finishing. Tell me to continue, or raise max_iterations."
+)
+INTERRUPTED_TEXT = "[interrupted by the user]"
+# How the main model is described when nothing configures one.
+NO_MODEL_HELP = (
+    "no model is configured: run `hermes-context config init`, then set model.base_url and "
+    "model.name in $HERMES_HOME/config.yaml (the key goes in the variable model.api_key_env "
+    "names, default OPENAI_API_KEY), or pass base_url= and model= to AIAgent"
+)
+TOOL_PROGRESS_MODES = ("all", "new", "off")
+# What the user is told when ``compression.progress_notices`` is on.
+PROGRESS_NOTICES = {
+    "compression_started": "Compacting the conversation ({tokens_before:,} tokens)...",
+    "compression_finished": "Compacted the conversation: {tokens_before:,} -> {tokens_after:,} tokens.",
+    "compression_aborted": "Compaction failed; the conversation is unchanged ({error}).",
+}
+# After "context length exceeded", the retry aims at this share of the refused prompt.
+OVERFLOW_SHRINK = 0.6
+# "maximum context length is 8192 tokens", "context window of 32,768 tokens"...
+_WINDOW_RE = re.compile(r"(?:context|window|maximum)[^0-9]{0,40}?(\d[\d,]{2,})\s*tokens", re.I)
+
+
+class AIAgent:
+    """A conversation with one OpenAI-compatible model, its tools and its memory.
+
+    The seed's bridge call works unchanged: ``AIAgent(base_url=..., api_key=...,
+    model=..., max_iterations=..., quiet_mode=True, tool_progress_mode="off",
+    skip_context_files=True, load_soul_identity=False, skip_memory=True)``.
+    Constructor arguments win over ``$HERMES_HOME/config.yaml``.
+
+    Args:
+        base_url, api_key, model: The main model (else ``model.*`` of the config).
+        max_iterations: Model requests allowed in one user turn.
+        quiet_mode: No progress lines on stderr.
+        tool_progress_mode: ``all`` | ``new`` | ``off``: which tool calls are
+            reported as ``tool_call`` status events.
+        skip_context_files: Do not load ``AGENTS.md`` / ``.hermes.md``.
+        load_soul_identity: Use ``$HERMES_HOME/SOUL.md`` as the identity.
+        skip_memory: No memory unless the ``memory`` toolset is asked for (seed 3.3).
+        enabled_toolsets: Toolsets offered (default: memory, session, file).
+        session_id: Resume this session, or start one with this id.
+        user_id: Owner of the session; the session tools only see this user's.
+        hermes_home: The home folder (config, state.db, memories).
+        cwd: Workspace root for the file tools, references and context files.
+        status_callback: Receives ``(event, data)``: compression events,
+            ``tool_call``, ``retry``, ``warning``, ``context_notice``.
+        stream_callback: Receives answer text as it streams in.
+        config: A loaded ``Config`` (else loaded from ``hermes_home``).
+        context_length: The model's window (else ``model.context_length``).
+        summarizer: Summary function for compression (default: the LLM when one
+            is configured, else the deterministic summariser).
+        use_llm_summary: False: summarise deterministically, never with the LLM.
+        source: Recorded on new sessions (``cli``, ``bridge``...).
+        retry_delays: Seconds before each retry of a transient failure.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        model: str | None = None,
+        max_iterations: int = 90,
+        quiet_mode: bool = False,
+        tool_progress_mode: str = "all",
+        skip_context_files: bool = False,
+        load_soul_identity: bool = True,
+        skip_memory: bool = False,
+        enabled_toolsets: Sequence[str] | None = None,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        hermes_home: str | Path | None = None,
+        cwd: str | Path | None = None,
+        status_callback: StatusCallback | None = None,
+        stream_callback: StreamCallback | None = None,
+        config: Config | None = None,
+        *,
+        context_length: int | None = None,
+        summarizer: Callable[[list[dict[str, Any]]], str] | None = None,
+        use_llm_summary: bool | None = None,
+        source: str = "agent",
+        retry_delays: tuple[float, ...] = model_request.RETRY_DELAYS,
+        tools: ToolRegistry | None = None,
+    ) -> None:
+        if not isinstance(max_iterations, int) or max_iterations < 1:
+            raise ConfigError(f"max_iterations must be a positive integer, got {max_iterations!r}")
+        if tool_progress_mode not in TOOL_PROGRESS_MODES:
+            raise ConfigError(
+                f"tool_progress_mode must be one of {', '.join(TOOL_PROGRESS_MODES)}, "
+                f"got {tool_progress_mode!r}"
+            )
+        self.config = self._effective_config(
+            config, hermes_home, base_url, api_key, model, context_length
+        )
+        mc = self.config.model
+        if not (mc.base_url and mc.name):
+            raise ConfigError(
+                NO_MODEL_HELP, key="model.base_url" if not mc.base_url else "model.name"
+            )
+        self.model = mc.name
+        self.max_iterations = max_iterations
+        self.quiet_mode = quiet_mode
+        self.tool_progress_mode = tool_progress_mode
+        self.status_callback = status_callback
+        self.stream_callback = stream_callback
+        self.user_id = user_id
+        self.source = source
+        self.retry_delays = retry_delays
+        self.cwd = Path(cwd or Path.cwd()).resolve()
+        self.hermes_home = self.config.hermes_home
+        self.notice_percent = DEFAULT_NOTICE_PERCENT
+        self.client = ChatClient(base_url=mc.base_url, api_key=mc.resolved_api_key(), model=mc.name)
+        self._summarizer: ConversationSummarizer | None = None
+        if summarizer is None and use_llm_summary is not False and self._summaries_on_own_model():
+            self._summarizer = ConversationSummarizer(self)
+            summarizer = self._summarizer
+        self.compressor = ContextCompressor.from_config(
+            self.config,
+            summarizer=summarizer,
+            summarizer_factory=build_summarizer,
+            use_llm=use_llm_summary,
+            status_callback=self._on_compression_event,
+        )
+        self.memory = self._open_memory(skip_memory, enabled_toolsets)
+        self.tools = tools or builtin_registry()
+        self.toolsets = self._pick_toolsets(enabled_toolsets)
+        self.tool_schemas = self.tools.schemas(self.toolsets)
+        self._tool_tokens = estimate_tokens_rough(json.dumps(self.tool_schemas))
+        self.db = SessionDB(self.hermes_home / DB_FILENAME)
+        self._cancel = threading.Event()
+        self._lock = threading.RLock()
+        self._closed = False
+        self._seen_tools: set[str] = set()
+        self._noticed = False
+        self._blocked: str | None = None
+        self.session_id = ""
+        self.messages: list[dict[str, Any]] = []
+        self._ids: list[int | None] = []
+        self._tokens: list[int] = []
+        self.prompt_parts: prompts.SystemPrompt | None = None
+        self._open_session(session_id, skip_context_files, load_soul_identity)
+        self.tool_context = ToolContext(
+            workspace=self.cwd,
+            session_db=self.db,
+            memory_store=self.memory,
+            session_id=self.session_id,
+            user_id=user_id,
+            hermes_home=self.hermes_home,
+            cancel=self._cancel,
+        )
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}
+        self._last_activity = time.monotonic()
+
+    # -- set-up -------------------------------------------------------------
+
+    @staticmethod
+    def _effective_config(
+        config: Config | None,
+        hermes_home: str | Path | None,
+        base_url: str | None,
+        api_key: str | None,
+        model: str | None,
+        context_length: int | None,
+    ) -> Config:
+        cfg = config if config is not None else load_config(hermes_home=hermes_home)
+        if hermes_home is not None and config is not None:
+            cfg = dataclasses.replace(cfg, hermes_home=Path(hermes_home))
+        overrides: dict[str, Any] = {
+            k: v
+            for k, v in (
+                ("base_url", base_url),
+                ("api_key", api_key),
+                ("name", model),
+                ("context_length", context_length),
+            )
+            if v is not None
+        }
+        if overrides:
+            cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, **overrides))
+        return cfg
+
+    def _summaries_on_own_model(self) -> bool:
+        """Whether summaries go to the conversation's model (no other summary model set)."""
+        aux, mc = self.config.auxiliary.compression, self.config.model
+        return aux.model in (None, "", mc.name) and aux.base_url in (None, "", mc.base_url)
+
+    def _open_memory(self, skip_memory: bool, toolsets: Sequence[str] | None) -> MemoryStore | None:
+        """The double gate of seed 3.3: asked for, and enabled in ``memory.*``."""
+        requested = toolsets is not None and "memory" in toolsets
+        mem = self.config.memory
+        if (skip_memory and not requested) or not (mem.memory_enabled or mem.user_profile_enabled):
+            return None
+        store = MemoryStore.from_config(self.config)
+        store.load_from_disk()
+        return store
+
+    def _pick_toolsets(self, requested: Sequence[str] | None) -> list[str]:
+        if requested is None:
+            wanted = list(DEFAULT_TOOLSETS)
+        else:
+            try:
+                wanted = self.tools.check_toolsets(requested)
+            except ValueError as exc:
+                raise ConfigError(f"enabled_toolsets: {exc}") from None
+        return [t for t in wanted if t != "memory" or self.memory is not None]
+
+    def _open_session(self, session_id: str | None, skip_context: bool, load_soul: bool) -> None:
+        existing = self.db.get_session(session_id) if session_id else None
+        if existing is not None:
+            if self.user_id is not None and existing.get("user_id") not in (None, self.user_id):
+                raise ConfigError(f"session {session_id!r} belongs to another user")
+            self.session_id = existing["id"]
+            self.db.attach_compressor(self.session_id, self.compressor)
+            self._load_messages()
+            if self.messages and self.messages[0].get("role") == "system":
+                return
+        else:
+            self.session_id = self.db.create_session(
+                session_id, source=self.source, model=self.model, user_id=self.user_id
+            )
+        self.prompt_parts = prompts.SystemPrompt(
+            identity=prompts.load_identity(self.hermes_home, load_soul),
+            context_files=[] if skip_context else prompts.load_context_files(self.cwd),
+            memory=prompts.memory_blocks(
+                self.memory,
+                memory=self.config.memory.memory_enabled,
+                user=self.config.memory.user_profile_enabled,
+            ),
+            tool_guidance=prompts.tool_guidance(self.toolsets),
+        )
+        system = {"role": "system", "content": self.prompt_parts.text, UNINDEXED_KEY: True}
+        self._append([system])
+
+    def _load_messages(self) -> None:
+        records = self.db.get_message_records(self.session_id)
+        self.messages = [r["message"] for r in records]
+        self._ids = [r["id"] for r in records]
+        self._tokens = [estimate_messages_tokens_rough([m]) for m in self.messages]
+
+    # -- public API ---------------------------------------------------------
+
+    def run_conversation(
+        self, user_message: str, conversation_history: Sequence[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """Run one user turn to its final answer; see the module docstring.
+
+        Args:
+            user_message: What the user said (``@`` references are expanded).
+            conversation_history: Messages to continue from instead of this
+                agent's own (the bridge's stateless mode); the system prompt is
+                the agent's.
+
+        Returns:
+            ``final_response``, ``messages``, ``session_id``, ``usage``,
+            ``compressions``, ``iterations``, ``interrupted``.
+
+        Raises:
+            LLMAPIError: the model failed in a way retries cannot fix (401/403,
+                404, quota) or kept failing; what happened before is persisted.
+        """
+        with self._lock:
+            if self._closed:
+                raise ConfigError("this agent is closed; create a new AIAgent")
+            self._cancel.clear()
+            if conversation_history is not None:
+                self._replace_history(conversation_history)
+            return self._turn(user_message)
+
+    def interrupt(self) -> None:
+        """Stop the running turn at the next safe point (between requests and tools)."""
+        self._cancel.set()
+
+    def close(self) -> None:
+        """End the session and release the client and the database."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                self.db.save_compressor_state(self.session_id, self.compressor.get_state())
+                self.db.end_session(self.session_id, "closed")
+            finally:
+                self.client.close()
+                self.db.close()
+
+    def __enter__(self) -> AIAgent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def context_breakdown(self) -> dict[str, Any]:
+        """Tokens by part of the prompt, with the threshold and the share used."""
+        return context_breakdown(self)
+
+    def compress_now(self, focus: str | None = None) -> dict[str, Any]:
+        """Compress the conversation now (``/compress [focus]``), whatever its size."""
+        with self._lock:
+            return self._compress(force=True, focus=focus)
+
+    def prompt_tokens_estimate(self) -> int:
+        """Estimated tokens of the next request: messages and tool schemas."""
+        return sum(self._tokens) + self._tool_tokens
+
+    # -- the turn -----------------------------------------------------------
+
+    def _turn(self, user_message: str) -> dict[str, Any]:
+        self.compressor.start_turn()
+        if self.memory is not None:
+            self.memory.start_turn(self.session_id)
+        self._idle_compact()
+        turn = _Turn()
+        content = self._expand(user_message)
+        self._append([{"role": "user", "content": content}])
+        final = ""
+        while True:
+            if self._cancel.is_set():
+                turn.interrupted = True
+                final = self._finish(INTERRUPTED_TEXT)
+                break
+            if turn.iterations >= self.max_iterations:
+                final = self._finish(MAX_ITERATIONS_TEXT.format(n=self.max_iterations))
+                break
+            turn.iterations += 1
+            self._before_request(turn)
+            try:
+                response = self._request(turn)
+            except LLMAPIError as err:
+                # On record, and the history stays a valid sequence for the next turn.
+                self._finish(f"[the model request failed: {err}]")
+                raise
+            if response is None:  # interrupted while waiting to retry
+                continue
+            self._append([self._assistant_message(response)])
+            if not response.tool_calls:
+                final = response.content
+                break
+            self._run_tools(response.tool_calls)
+        if self.config.compression.micro_compact:
+            self._micro_compact()
+        self._last_activity = time.monotonic()
+        return {
+            "final_response": final,
+            "messages": [dict(m) for m in self.messages],
+            "session_id": self.session_id,
+            "usage": dict(self.usage),
+            "compressions": turn.compressions,
+            "iterations": turn.iterations,
+            "interrupted": turn.interrupted,
+        }
+
+    def _expand(self, text: str) -> str:
+        if "@" not in text:
+            return text
+        expansion = expand_references(
+            text,
+            cwd=self.cwd,
+            context_length=self.config.model.context_length,
+            hermes_home=self.hermes_home,
+        )
+        for warning in expansion.warnings:
+            self._emit("warning", message=warning, source="references")
+        return expansion.message
+
+    def _before_request(self, turn: _Turn) -> None:
+        tokens = self.prompt_tokens_estimate()
+        if self.compressor.proactive_prune_tokens > 0:
+            pruned, reclaimed = self.compressor.proactive_prune(self.messages, tokens)
+            if reclaimed:
+                self._persist_prune(pruned, reclaimed)
+                tokens = self.prompt_tokens_estimate()
+        go, reason = self.compressor.should_compress_info(tokens)
+        if go:
+            entry = self._compress(force=False)
+            turn.compressions.append(entry)
+            reason = entry["blocked"] or ("aborted" if entry["aborted"] else None)
+            tokens = self.prompt_tokens_estimate()
+        if reason and tokens >= self.compressor.threshold_tokens:
+            self._emit(
+                "warning",
+                message=f"the context is over the compression threshold but compression is "
+                f"blocked ({reason}); the model may run out of room",
+                reason=reason,
+                tokens=tokens,
+                threshold=self.compressor.threshold_tokens,
+            )
+
+    def _request(self, turn: _Turn) -> ChatResponse | None:
+        retried_context = False
+        while True:
+            try:
+                response = model_request.request(
+                    self.client,
+                    self._wire_messages(),
+                    tools=self.tool_schemas or None,
+                    stream=self.stream_callback is not None,
+                    on_text=self._on_text if self.stream_callback else None,
+                    delays=self.retry_delays,
+                    cancel=self._cancel,
+                    on_retry=self._on_retry,
+                )
+            except LLMAPIError as err:
+                if self._cancel.is_set() and model_request.retryable(err):
+                    return None
+                if err.kind != "context_length" or retried_context:
+                    raise
+                retried_context = True
+                turn.compressions.append(self._recover_from_overflow(err))
+                continue
+            self._record_usage(response.usage)
+            return response
+
+    def with_recall_hints(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``messages`` (a prefix of the conversation) with stored summaries' recall hints."""
+        out = messages
+        for i, m in enumerate(messages[: len(self._ids)]):
+            if m.get(SUMMARY_KEY) and self._ids[i]:
+                if out is messages:
+                    out = list(messages)
+                out[i] = _with_recall_hint(m, self._ids[i])
+        return out
+
+    def _wire_messages(self) -> list[dict[str, Any]]:
+        """The request: the messages, summaries with their recall hint, maybe the notice."""
+        out = self.with_recall_hints(self.messages)
+        notice = self._notice()
+        if notice and out[-1].get("role") == "user" and isinstance(out[-1].get("content"), str):
+            # Another user message would make two in a row: the note joins this one.
+            out = [*out[:-1], {**out[-1], "content": f"{out[-1]['content']}\n\n{notice}"}]
+        elif notice:
+            out = [*out, {"role": "user", "content": notice}]
+        return out
+
+    def _notice(self) -> str | None:
+        """One ephemeral note per compaction cycle once the prompt nears the threshold."""
+        if self._noticed or self.memory is None or not self.config.compression.enabled:
+            return None
+        threshold = self.compressor.threshold_tokens
+        tokens = self.prompt_tokens_estimate()
+        if tokens < threshold * self.notice_percent or tokens >= threshold:
+            return None
+        if self.messages[-1].get("role") not in ("user", "tool"):
+            return None
+        self._noticed = True
+        self._emit("context_notice", tokens=tokens, threshold=threshold)
+        return NOTICE_TEXT.format(percent=tokens / threshold)
+
+    def _run_tools(self, calls: list[dict[str, Any]]) -> None:
+        for call in calls:
+            fn = call.get("function") or {}
+            name = str(fn.get("name") or "")
+            if self._cancel.is_set():
+                result = json.dumps({"error": "not run: the user interrupted the turn"})
+            else:
+                self._report_tool(name, fn.get("arguments"))
+                self.tool_context.session_id = self.session_id
+                result = self.tools.dispatch(
+                    name, fn.get("arguments"), self.tool_context, toolsets=self.toolsets
+                )
+            self._append([{"role": "tool", "tool_call_id": call.get("id", ""), "content": result}])
+
+    def _finish(self, text: str) -> str:
+        """End the turn with an assistant message (so the sequence stays valid)."""
+        self._append([{"role": "assistant", "content": text}])
+        return text
+
+    # -- compression --------------------------------------------------------
+
+    def _recover_from_overflow(self, err: LLMAPIError) -> dict[str, Any]:
+        """The provider said the prompt is too long: learn its window, compress hard."""
+        window = _window_from_error(str(err))
+        if window and window < self.compressor.context_length:
+            self.compressor.update_model(context_length=window)
+            self._emit(
+                "warning",
+                message=f"the model's window is {window:,} tokens, not "
+                f"{self.config.model.context_length:,}; set model.context_length",
+            )
+        else:
+            self._emit("warning", message=f"context length exceeded; compressing: {err}")
+        target = min(
+            self.compressor.threshold_tokens,
+            int(self.prompt_tokens_estimate() * OVERFLOW_SHRINK),
+        )
+        return self._compress(force=True, target_tokens=max(1, target - self._tool_tokens))
+
+    def _compress(
+        self, *, force: bool, focus: str | None = None, target_tokens: int | None = None
+    ) -> dict[str, Any]:
+        before = list(self.messages)
+        self._blocked = None
+        if self._summarizer is not None:
+            self._summarizer.last_usage = {}
+        result = self.compressor.compress(
+            before, force=force, focus=focus, target_tokens=target_tokens
+        )
+        summary_usage = self._summarizer.last_usage if self._summarizer is not None else {}
+        if summary_usage:
+            self._add_usage(summary_usage)
+        entry = {
+            "tokens_before": result.tokens_before,
+            "tokens_after": result.tokens_after,
+            "summariser": result.report.summariser,
+            "fallback": result.used_fallback,
+            "aborted": result.aborted,
+            "dropped": result.dropped,
+            "blocked": self._blocked,
+            "cached_tokens": cached_tokens(summary_usage),
+            "session_id": self.session_id,
+            "error": result.error,
+        }
+        if result.changed:
+            self._persist_compression(before, result)
+            self._noticed = False
+        entry["session_id"] = self.session_id
+        return entry
+
+    def _persist_compression(self, before: list[dict[str, Any]], result: CompressionResult) -> None:
+        carried = self.db.persist_compression(
+            self.session_id,
+            before,
+            result,
+            in_place=self.config.compression.in_place,
+            compressor_state=self.compressor.get_state(),
+        )
+        if carried != self.session_id:
+            self._emit("session_rotated", old_session_id=self.session_id, session_id=carried)
+            self.session_id = carried
+            self.tool_context.session_id = carried
+        self._load_messages()
+
+    def _micro_compact(self) -> None:
+        """A no-LLM prune of old tool output after the turn (``compression.micro_compact``)."""
+        pruned, reclaimed = self.compressor.prune_tool_results(self.messages)
+        if reclaimed <= 0:
+            return
+        self._persist_prune(pruned, reclaimed)
+
+    def _persist_prune(self, pruned: list[dict[str, Any]], reclaimed: int) -> None:
+        before = list(self.messages)
+        result = _prune_outcome(before, pruned, reclaimed)
+        self._persist_compression(before, result)
+        self._emit("pruned", reclaimed=reclaimed)
+
+    def _idle_compact(self) -> None:
+        idle = self.config.compression.idle_compact_after_seconds
+        if idle and time.monotonic() - self._last_activity >= idle and len(self.messages) > 2:
+            self._emit("idle_compaction", idle_seconds=time.monotonic() - self._last_activity)
+            self._compress(force=True)
+
+    # -- persistence and events ---------------------------------------------
+
+    def _append(self, messages: list[dict[str, Any]]) -> None:
+        ids = self.db.append_messages(self.session_id, messages)
+        self.messages.extend(messages)
+        self._ids.extend(ids)
+        self._tokens.extend(estimate_messages_tokens_rough([m]) for m in messages)
+
+    def _replace_history(self, history: Sequence[dict[str, Any]]) -> None:
+        body = [dict(m) for m in history if m.get("role") != "system"]
+        system = self.messages[0]
+        self.db.end_session(self.session_id, "history_replaced")
+        self.session_id = self.db.create_session(
+            None, source=self.source, model=self.model, user_id=self.user_id
+        )
+        self.tool_context.session_id = self.session_id
+        self.messages, self._ids, self._tokens = [], [], []
+        self._append([system, *body])
+
+    @staticmethod
+    def _assistant_message(response: ChatResponse) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": response.content or None}
+        if response.tool_calls:
+            message["tool_calls"] = response.tool_calls
+        elif message["content"] is None:
+            message["content"] = ""
+        return message
+
+    def _record_usage(self, usage: dict[str, Any]) -> None:
+        self.compressor.update_from_response(usage)
+        self._add_usage(usage)
+
+    def _add_usage(self, usage: dict[str, Any]) -> None:
+        for key in ("prompt_tokens", "completion_tokens"):
+            value = usage.get(key)
+            self.usage[key] += int(value) if isinstance(value, (int, float)) else 0
+        self.usage["cached_tokens"] += cached_tokens(usage)
+
+    def _report_tool(self, name: str, arguments: Any) -> None:
+        if self.tool_progress_mode == "off":
+            return
+        if self.tool_progress_mode == "new" and name in self._seen_tools:
+            return
+        self._seen_tools.add(name)
+        self._emit("tool_call", name=name, arguments=arguments)
+
+    def _on_text(self, piece: str) -> None:
+        if self.stream_callback is None:
+            return
+        try:
+            self.stream_callback(piece)
+        except Exception:  # noqa: BLE001 - a broken UI callback must not break the turn
+            pass
+
+    def _on_retry(self, err: LLMAPIError, delay: float) -> None:
+        self._emit("retry", error=str(err), kind=err.kind, delay=delay)
+
+    def _on_compression_event(self, event: str, data: dict[str, Any]) -> None:
+        if event == "compression_blocked":
+            self._blocked = str(data.get("reason"))
+        self._emit(event, **data)
+        if self.config.compression.progress_notices and event in PROGRESS_NOTICES:
+            self._emit(
+                "progress_notice", message=PROGRESS_NOTICES[event].format(**data), stage=event
+            )
+
+    def _emit(self, event: str, /, **data: Any) -> None:
+        if self.status_callback is None:
+            return
+        try:
+            self.status_callback(event, data)
+        except Exception:  # noqa: BLE001 - a broken UI callback must not break the turn
+            pass
+
+
+class _Turn:
+    """What one user turn collects for its result."""
+
+    def __init__(self) -> None:
+        self.iterations = 0
+        self.interrupted = False
+        self.compressions: list[dict[str, Any]] = []
+
+
+def _window_from_error(text: str) -> int | None:
+    match = _WINDOW_RE.search(text)
+    return int(match.group(1).replace(",", "")) if match else None
+
+
+def _with_recall_hint(message: dict[str, Any], message_id: int | None) -> dict[str, Any]:
+    content = message.get("content")
+    if not isinstance(content, str) or message_id is None:
+        return message
+    hint = RECALL_HINT.format(id=message_id)
+    if SUMMARY_END_MARKER in content:
+        content = content.replace(SUMMARY_END_MARKER, f"{hint}\n\n{SUMMARY_END_MARKER}", 1)
+    else:
+        content = f"{content}\n\n{hint}"
+    return {**message, "content": content}
+
+
+def _prune_outcome(
+    before: list[dict[str, Any]], pruned: list[dict[str, Any]], reclaimed: int
+) -> CompressionResult:
+    """A prune as a ``CompressionResult`` the session store can persist losslessly."""
+    tokens_before = estimate_messages_tokens_rough(before)
+    result = CompressionResult(
+        messages=pruned,
+        tokens_before=tokens_before,
+        tokens_after=tokens_before - reclaimed,
+        lineage=[[i] for i in range(len(pruned))],
+    )
+    result.report.pruned = [
+        i for i, (a, b) in enumerate(zip(before, pruned, strict=True)) if a != b
+    ]
+    result.report.summariser = "none"
+    return result

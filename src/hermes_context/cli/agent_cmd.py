@@ -1,0 +1,397 @@
+"""``hermes-context run`` (one scriptable turn) and ``hermes-context chat`` (interactive)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .. import AIAgent, SessionDB
+from ..agent.core import NO_MODEL_HELP
+from ..config import load_config
+from ..errors import HermesContextError
+from ..memory import visible
+from ..sessions import DB_FILENAME
+from ._common import (
+    EXIT_CONFIG,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    emit_json,
+    fail,
+    handle_errors,
+    home_option,
+    json_option,
+)
+
+# Exit status of a turn stopped with Ctrl-C (the shell's convention: 128 + SIGINT).
+EXIT_INTERRUPTED = 130
+HISTORY_FILE = "chat_history"
+HISTORY_LENGTH = 1_000
+CHAT_HELP = """\
+/compress [focus]  compress the conversation now (optionally around a topic)
+/context           where the context's tokens go
+/new               start a new session
+/resume ID         continue a stored session
+/sessions          recent sessions
+/search QUERY      search past conversations
+/memory            the MEMORY.md / USER.md snapshot of this session
+/usage             tokens used in this chat
+/quit              leave (Ctrl-D too); Ctrl-C stops a running answer"""
+
+
+def _agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(
+        [
+            home_option,
+            click.option("--session", "session_id", default=None, help="Continue this session."),
+            click.option("--model", default=None, help="Model name (default: model.name)."),
+            click.option("--base-url", default=None, help="Endpoint (default: model.base_url)."),
+            click.option(
+                "--cwd",
+                type=click.Path(file_okay=False, exists=True),
+                default=None,
+                help="Workspace root for the file tools and @file references (default: .).",
+            ),
+            click.option(
+                "--toolsets",
+                default=None,
+                help="Comma-separated toolsets (default: memory,session,file; add terminal).",
+            ),
+            click.option("--max-iterations", type=click.IntRange(1), default=90, show_default=True),
+        ]
+    ):
+        fn = option(fn)
+    return fn
+
+
+def _build_agent(
+    *,
+    hermes_home: str | None,
+    session_id: str | None,
+    model: str | None,
+    base_url: str | None,
+    cwd: str | None,
+    toolsets: str | None,
+    max_iterations: int,
+    status: Callable[[str, dict[str, Any]], None] | None,
+    stream: Callable[[str], None] | None,
+) -> AIAgent:
+    config = load_config(hermes_home=hermes_home)
+    if not ((base_url or config.model.base_url) and (model or config.model.name)):
+        fail(
+            NO_MODEL_HELP.replace("base_url= and model= to AIAgent", "--base-url and --model"),
+            EXIT_CONFIG,
+        )
+    if session_id is not None:
+        with SessionDB(config.hermes_home / DB_FILENAME) as db:
+            if db.get_session(session_id) is None:
+                fail(
+                    f"no session {session_id!r}: see `hermes-context sessions list`", EXIT_NOT_FOUND
+                )
+    return AIAgent(
+        base_url=base_url,
+        model=model,
+        max_iterations=max_iterations,
+        quiet_mode=True,
+        session_id=session_id,
+        cwd=cwd,
+        config=config,
+        enabled_toolsets=[t.strip() for t in toolsets.split(",") if t.strip()]
+        if toolsets
+        else None,
+        status_callback=status,
+        stream_callback=stream,
+        source="cli",
+    )
+
+
+def _progress_line(event: str, data: dict[str, Any]) -> str | None:
+    """One stderr line per tool call, compression and warning."""
+    if event == "tool_call":
+        args = data.get("arguments") or ""
+        shown = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+        if len(shown) > 100:
+            shown = shown[:97] + "..."
+        return f"  -> {data.get('name')}({visible(shown)})"
+    if event == "progress_notice":  # compression.progress_notices
+        return f"  [{visible(str(data.get('message')))}]"
+    if event == "session_rotated":
+        return f"  [continuing in session {data.get('session_id')}]"
+    if event == "retry":
+        return f"  [retrying in {data.get('delay', 0):g}s: {data.get('kind')}]"
+    if event == "warning":
+        return f"  warning: {visible(str(data.get('message')))}"
+    return None
+
+
+def _stderr_progress(event: str, data: dict[str, Any]) -> None:
+    line = _progress_line(event, data)
+    if line:
+        click.echo(line, err=True)
+
+
+@click.command("run")
+@click.argument("prompt")
+@_agent_options
+@json_option
+@handle_errors
+def run(prompt: str, as_json: bool, **options: Any) -> None:
+    """Run one turn of PROMPT ("-" reads stdin) and print the answer.
+
+    The answer streams to stdout; tool calls and compressions go to stderr.
+    With --json nothing streams and one JSON object is printed. Exit status:
+    0 done, 3 no model configured, 5 the model failed, 130 interrupted.
+    """
+    if prompt == "-":
+        prompt = sys.stdin.read()
+    if not prompt.strip():
+        fail("the prompt is empty: pass the text, or - to read it from stdin", EXIT_USAGE)
+    streamed: list[str] = []
+
+    def stream(piece: str) -> None:
+        streamed.append(piece)
+        click.echo(piece, nl=False)
+
+    agent = _build_agent(
+        **options, status=None if as_json else _stderr_progress, stream=None if as_json else stream
+    )
+    try:
+        result = _run_interruptibly(agent, prompt)
+    finally:
+        agent.close()
+    if as_json:
+        emit_json({k: result[k] for k in _RESULT_KEYS})
+    elif streamed:
+        click.echo()
+    else:
+        click.echo(result["final_response"])
+    if result["interrupted"]:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+_RESULT_KEYS = (
+    "final_response",
+    "session_id",
+    "usage",
+    "compressions",
+    "iterations",
+    "interrupted",
+)
+
+
+def _run_interruptibly(agent: AIAgent, prompt: str) -> dict[str, Any]:
+    """Run the turn in a worker so Ctrl-C interrupts it at a safe point instead of killing it."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["result"] = agent.run_conversation(prompt)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="agent-turn", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        try:
+            worker.join(0.1)
+        except KeyboardInterrupt:
+            click.echo("\n  [interrupting...]", err=True)
+            agent.interrupt()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+# -- chat ------------------------------------------------------------------------
+
+
+@click.command("chat")
+@_agent_options
+@handle_errors
+def chat(**options: Any) -> None:
+    """Talk with the configured model; its history, compression and memory are managed.
+
+    Type /help for the slash commands. Ctrl-C stops a running answer, Ctrl-D
+    or /quit leaves.
+    """
+    session = _ChatSession(options)
+    session.loop()
+
+
+class _ChatSession:
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = options
+        self.agent = self._new_agent(options.get("session_id"))
+        self._readline = _setup_history(self.agent.hermes_home / HISTORY_FILE)
+
+    def _new_agent(self, session_id: str | None) -> AIAgent:
+        opts = {**self.options, "session_id": session_id}
+        return _build_agent(**opts, status=_stderr_progress, stream=self._stream)
+
+    @staticmethod
+    def _stream(piece: str) -> None:
+        click.echo(piece, nl=False)
+
+    def loop(self) -> None:
+        click.echo(
+            f"hermes-context chat with {self.agent.model} - session {self.agent.session_id}. "
+            "/help for commands, Ctrl-D to leave."
+        )
+        try:
+            while True:
+                try:
+                    line = input("you> ")
+                except EOFError:
+                    click.echo()
+                    break
+                except KeyboardInterrupt:
+                    click.echo()
+                    continue
+                if not line.strip():
+                    continue
+                if line.startswith("/"):
+                    if not self._command(line.strip()):
+                        break
+                    continue
+                self._turn(line)
+        finally:
+            self.agent.close()
+            _save_history(self._readline, self.agent.hermes_home / HISTORY_FILE)
+
+    def _turn(self, text: str) -> None:
+        try:
+            result = _run_interruptibly(self.agent, text)
+        except HermesContextError as exc:
+            click.echo(f"\nerror: {visible(str(exc))}", err=True)
+            return
+        click.echo()
+        if result["interrupted"]:
+            click.echo("  [interrupted]", err=True)
+        self._status_line()
+
+    def _status_line(self) -> None:
+        info = self.agent.context_breakdown()
+        click.echo(
+            f"  [context {info['percent_of_threshold']:.0f}% of the compression threshold "
+            f"({info['total']:,}/{info['threshold']:,} tokens) - "
+            f"{info['compressions']} compressions - session {self.agent.session_id}]",
+            err=True,
+        )
+
+    def _command(self, line: str) -> bool:
+        name, _, arg = line.partition(" ")
+        arg = arg.strip()
+        handlers: dict[str, Callable[[str], bool | None]] = {
+            "/quit": lambda a: False,
+            "/exit": lambda a: False,
+            "/help": lambda a: click.echo(CHAT_HELP),
+            "/compress": self._compress,
+            "/context": lambda a: click.echo(render_breakdown(self.agent.context_breakdown())),
+            "/new": lambda a: self._switch(None),
+            "/resume": self._resume,
+            "/sessions": self._sessions,
+            "/search": self._search,
+            "/memory": self._memory,
+            "/usage": lambda a: click.echo(json.dumps(self.agent.usage)),
+        }
+        handler = handlers.get(name)
+        if handler is None:
+            click.echo(f"unknown command {name}; /help lists them", err=True)
+            return True
+        try:
+            return handler(arg) is not False
+        except HermesContextError as exc:
+            click.echo(f"error: {visible(str(exc))}", err=True)
+            return True
+
+    def _compress(self, focus: str) -> None:
+        entry = self.agent.compress_now(focus or None)
+        if entry["aborted"]:
+            click.echo(f"compression aborted: {entry['error']}", err=True)
+        else:
+            click.echo(
+                f"compressed {entry['tokens_before']:,} -> {entry['tokens_after']:,} tokens "
+                f"({entry['summariser']}, {entry['dropped']} messages summarised)"
+            )
+
+    def _switch(self, session_id: str | None) -> None:
+        self.agent.close()
+        self.agent = self._new_agent(session_id)
+        click.echo(f"session {self.agent.session_id}")
+
+    def _resume(self, session_id: str) -> None:
+        if not session_id:
+            click.echo("usage: /resume SESSION_ID (see /sessions)", err=True)
+            return
+        try:
+            self._switch(session_id)
+        except SystemExit:
+            self.agent = self._new_agent(None)
+
+    def _sessions(self, _: str) -> None:
+        for row in self.agent.db.list_sessions(limit=10):
+            title = visible(row.get("title") or "")
+            click.echo(f"{row['id']}  {row.get('message_count', 0):>4} msgs  {title}")
+
+    def _search(self, query: str) -> None:
+        if not query:
+            click.echo("usage: /search WORDS", err=True)
+            return
+        hits = self.agent.db.search(query, limit=5, exclude_session_id=self.agent.session_id)
+        if not hits:
+            click.echo("no matches")
+        for hit in hits:
+            snippet = visible(str(hit.get("snippet") or hit.get("content") or ""))[:160]
+            click.echo(
+                f"{hit.get('session_id')} #{hit.get('message_id', hit.get('id'))}: {snippet}"
+            )
+
+    def _memory(self, _: str) -> None:
+        parts = self.agent.prompt_parts
+        blocks = parts.memory if parts else []
+        click.echo("\n\n".join(visible(b) for b in blocks) if blocks else "(no memory loaded)")
+
+
+def render_breakdown(info: dict[str, Any], width: int = 40) -> str:
+    """``/context``: a bar of the threshold used and a table of tokens by part."""
+    share = min(1.0, info["percent_of_threshold"] / 100)
+    filled = round(share * width)
+    lines = [
+        f"[{'#' * filled}{'.' * (width - filled)}] {info['percent_of_threshold']:.0f}% of the "
+        f"compression threshold ({info['total']:,} / {info['threshold']:,} tokens; window "
+        f"{info['context_length']:,})",
+        "",
+    ]
+    total = info["total"] or 1
+    for part, tokens in info["parts"].items():
+        lines.append(f"  {part.replace('_', ' '):<16} {tokens:>9,}  {100 * tokens / total:5.1f}%")
+    lines.append(f"  {'total':<16} {info['total']:>9,}")
+    return "\n".join(lines)
+
+
+def _setup_history(path: Path) -> Any:
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - Windows without pyreadline
+        return None
+    try:
+        readline.read_history_file(path)
+    except OSError:
+        pass
+    readline.set_history_length(HISTORY_LENGTH)
+    return readline
+
+
+def _save_history(readline: Any, path: Path) -> None:
+    if readline is None:
+        return
+    try:
+        readline.write_history_file(path)
+        path.chmod(0o600)
+    except OSError:
+        pass

@@ -1,0 +1,38 @@
+"""The ``memory`` and ``session`` toolsets: the stores' own tools, bound to the agent.
+
+The handlers pass the model's arguments through unchanged and bind what only
+the host may set (session, user) by keyword, so the model can never choose them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..memory import MEMORY_TOOL_SCHEMA, memory_tool
+from ..sessions import SESSION_RECALL_SCHEMA, SESSION_SEARCH_SCHEMA, session_tool
+from .registry import Tool, ToolContext
+
+
+def _memory(args: dict[str, Any], ctx: ToolContext) -> str:
+    if ctx.memory_store is None:
+        return json.dumps({"error": "memory is disabled for this agent"})
+    return memory_tool(ctx.memory_store, args, session_id=ctx.session_id)
+
+
+def _session(name: str):  # type: ignore[no-untyped-def]
+    def handler(args: dict[str, Any], ctx: ToolContext) -> str:
+        if ctx.session_db is None:
+            return json.dumps({"error": "session history is disabled for this agent"})
+        return session_tool(
+            ctx.session_db, name, args, current_session_id=ctx.session_id, user_id=ctx.user_id
+        )
+
+    return handler
+
+
+MEMORY_TOOLS = (Tool(MEMORY_TOOL_SCHEMA, "memory", _memory),)
+SESSION_TOOLS = (
+    Tool(SESSION_SEARCH_SCHEMA, "session", _session("session_search")),
+    Tool(SESSION_RECALL_SCHEMA, "session", _session("session_recall")),
+)

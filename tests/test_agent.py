@@ -1,0 +1,517 @@
+"""AIAgent end to end against the scripted OpenAI-compatible server.
+
+The server is strict (a message list a real provider would refuse gets a
+400), so every test that finishes also proves the agent's requests were valid.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from hermes_context import LLMAPIError, SessionDB, validate_messages
+from hermes_context.agent import AIAgent
+from hermes_context.agent.core import MAX_ITERATIONS_TEXT, NOTICE_TEXT
+from hermes_context.errors import ConfigError
+from hermes_context.llm.testing import Reply, ScriptedLLMServer
+
+NO_RETRY_DELAYS = (0.0, 0.0, 0.0)
+
+
+@pytest.fixture
+def server():
+    with ScriptedLLMServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "app.py").write_text("def main():\n    return 42\n", encoding="utf-8")
+    (root / ".env").write_text("API_KEY=sk-secret-value\n", encoding="utf-8")
+    return root
+
+
+def make_agent(server, workspace, hermes_home, **kwargs):
+    events = kwargs.pop("events", None)
+    defaults = dict(
+        base_url=server.base_url,
+        api_key="test-key",
+        model="scripted-model",
+        cwd=workspace,
+        hermes_home=hermes_home,
+        use_llm_summary=False,
+        retry_delays=NO_RETRY_DELAYS,
+        load_soul_identity=False,
+    )
+    if events is not None:
+        defaults["status_callback"] = lambda event, data: events.append((event, data))
+    defaults.update(kwargs)
+    return AIAgent(**defaults)
+
+
+def call(name, arguments, call_id="call_1"):
+    return {"id": call_id, "name": name, "arguments": arguments}
+
+
+def sent_messages(server, index=-1):
+    return server.chat_requests[index].body["messages"]
+
+
+def test_the_seed_bridge_call_works_unchanged(server, workspace, hermes_home):
+    server.enqueue(Reply.text("hello there"))
+    agent = AIAgent(
+        base_url=server.base_url,
+        api_key="k",
+        model="scripted-model",
+        max_iterations=10,
+        quiet_mode=True,
+        tool_progress_mode="off",
+        skip_context_files=True,
+        load_soul_identity=False,
+        skip_memory=True,
+        hermes_home=hermes_home,
+        cwd=workspace,
+    )
+    result = agent.run_conversation("hi")
+    assert result["final_response"] == "hello there"
+    assert result["session_id"] == agent.session_id
+    assert result["iterations"] == 1 and result["interrupted"] is False
+    assert result["compressions"] == []
+    assert [m["role"] for m in result["messages"]] == ["system", "user", "assistant"]
+    assert result["usage"]["prompt_tokens"] > 0
+    # skip_memory: no memory tool offered; the other default toolsets are.
+    names = [t["function"]["name"] for t in server.chat_requests[0].body["tools"]]
+    assert "memory" not in names and "read_file" in names and "session_search" in names
+    assert server.chat_requests[0].authorization == "Bearer k"
+    agent.close()
+    with SessionDB(hermes_home / "state.db") as db:
+        stored = db.get_messages(result["session_id"])
+        assert [m["role"] for m in stored] == ["system", "user", "assistant"]
+        assert db.get_session(result["session_id"])["end_reason"] == "closed"
+
+
+def test_tool_calls_run_and_their_results_go_back(server, workspace, hermes_home):
+    events = []
+    server.enqueue(Reply.tool_calls([call("read_file", {"path": "app.py"})]))
+    server.enqueue(Reply.text("main returns 42"))
+    agent = make_agent(server, workspace, hermes_home, events=events)
+    result = agent.run_conversation("what does main return?")
+    assert result["final_response"] == "main returns 42"
+    assert result["iterations"] == 2
+    tool = sent_messages(server)[-1]
+    assert tool["role"] == "tool" and tool["tool_call_id"] == "call_1"
+    assert "return 42" in json.loads(tool["content"])["content"]
+    assert ("tool_call", {"name": "read_file", "arguments": '{"path": "app.py"}'}) in events
+
+
+def test_unknown_tools_and_bad_arguments_are_answered_not_raised(server, workspace, hermes_home):
+    server.enqueue(
+        Reply.tool_calls([call("no_such_tool", {}, "c1"), call("read_file", "{not json", "c2")])
+    )
+    server.enqueue(Reply.text("ok"))
+    agent = make_agent(server, workspace, hermes_home)
+    agent.run_conversation("go")
+    results = [m for m in sent_messages(server) if m["role"] == "tool"]
+    assert "unknown tool 'no_such_tool'" in json.loads(results[0]["content"])["error"]
+    assert "not valid JSON" in json.loads(results[1]["content"])["error"]
+
+
+def test_file_tools_refuse_secrets_and_paths_outside_the_workspace(server, workspace, hermes_home):
+    server.enqueue(
+        Reply.tool_calls(
+            [
+                call("read_file", {"path": ".env"}, "c1"),
+                call("read_file", {"path": "../outside.txt"}, "c2"),
+                call("write_file", {"path": "new/file.txt", "content": "x\n"}, "c3"),
+            ]
+        )
+    )
+    server.enqueue(Reply.text("done"))
+    (workspace.parent / "outside.txt").write_text("private", encoding="utf-8")
+    make_agent(server, workspace, hermes_home).run_conversation("go")
+    results = [json.loads(m["content"]) for m in sent_messages(server) if m["role"] == "tool"]
+    assert "secrets file" in results[0]["error"]
+    assert "outside the workspace" in results[1]["error"]
+    assert results[2]["created"] is True
+    assert (workspace / "new" / "file.txt").read_text() == "x\n"
+    assert "sk-secret-value" not in json.dumps(server.chat_requests[-1].body)
+
+
+def test_memory_writes_reach_disk_and_the_next_session_not_the_running_prompt(
+    server, workspace, hermes_home
+):
+    fact = "The staging database listens on port 6543."
+    server.enqueue(
+        Reply.tool_calls([call("memory", {"action": "add", "target": "memory", "content": fact})])
+    )
+    server.enqueue(Reply.text("saved"))
+    server.enqueue(Reply.text("second answer"))
+    agent = make_agent(server, workspace, hermes_home)
+    agent.run_conversation("remember the staging port")
+    agent.run_conversation("and now?")
+    assert fact in (hermes_home / "memories" / "MEMORY.md").read_text(encoding="utf-8")
+    systems = {r.body["messages"][0]["content"] for r in server.chat_requests}
+    assert len(systems) == 1, "the system prompt changed inside a session"
+    assert fact not in systems.pop()
+    agent.close()
+
+    server.enqueue(Reply.text("I remember"))
+    fresh = make_agent(server, workspace, hermes_home)
+    fresh.run_conversation("hello again")
+    assert fact in sent_messages(server)[0]["content"]
+    assert fresh.session_id != agent.session_id
+
+
+def test_skip_memory_is_overridden_by_asking_for_the_memory_toolset(server, workspace, hermes_home):
+    server.enqueue(Reply.text("ok"))
+    agent = make_agent(
+        server, workspace, hermes_home, skip_memory=True, enabled_toolsets=["memory"]
+    )
+    agent.run_conversation("hi")
+    names = [t["function"]["name"] for t in server.chat_requests[0].body["tools"]]
+    assert names == ["memory"]
+
+
+def test_resuming_a_session_keeps_its_prompt_and_messages(server, workspace, hermes_home):
+    server.enqueue(Reply.text("first"))
+    agent = make_agent(server, workspace, hermes_home)
+    agent.run_conversation("one")
+    sid, first_prompt = agent.session_id, sent_messages(server)[0]
+    agent.close()
+    server.enqueue(Reply.text("second"))
+    again = make_agent(server, workspace, hermes_home, session_id=sid)
+    result = again.run_conversation("two")
+    assert result["session_id"] == sid
+    sent = sent_messages(server)
+    assert sent[0] == first_prompt
+    assert [m["content"] for m in sent[1:]] == ["one", "first", "two"]
+
+
+def test_max_iterations_ends_the_turn_with_a_clear_message(server, workspace, hermes_home):
+    for n in range(3):
+        server.enqueue(Reply.tool_calls([call("read_file", {"path": "app.py"}, f"c{n}")]))
+    agent = make_agent(server, workspace, hermes_home, max_iterations=3)
+    result = agent.run_conversation("loop forever")
+    assert result["iterations"] == 3
+    assert result["final_response"] == MAX_ITERATIONS_TEXT.format(n=3)
+    validate_messages(result["messages"])
+    assert result["messages"][-1]["role"] == "assistant"
+
+
+def test_401_raises_without_retrying(server, workspace, hermes_home):
+    server.enqueue(Reply.error(401, "invalid api key"))
+    agent = make_agent(server, workspace, hermes_home)
+    with pytest.raises(LLMAPIError) as info:
+        agent.run_conversation("hi")
+    assert info.value.kind == "auth" and info.value.status_code == 401
+    assert len(server.chat_requests) == 1
+    # The failed turn is on record and the session stays valid for the next one.
+    server.enqueue(Reply.text("back"))
+    assert agent.run_conversation("again")["final_response"] == "back"
+
+
+def test_429_and_500_are_retried_with_backoff(server, workspace, hermes_home):
+    events = []
+    server.enqueue(Reply.error(429, "slow down"))
+    server.enqueue(Reply.error(500, "boom"))
+    server.enqueue(Reply.text("finally"))
+    agent = make_agent(server, workspace, hermes_home, events=events)
+    assert agent.run_conversation("hi")["final_response"] == "finally"
+    assert [d["kind"] for e, d in events if e == "retry"] == ["rate_limit", "other"]
+
+
+def test_context_length_exceeded_forces_one_compression_and_one_retry(
+    server, workspace, hermes_home
+):
+    agent = make_agent(server, workspace, hermes_home)
+    for n in range(6):
+        server.enqueue(Reply.text(f"answer {n} " + "words " * 200))
+        agent.run_conversation(f"question {n} " + "detail " * 200)
+    server.enqueue(
+        Reply.error(
+            400,
+            "This model's maximum context length is 8192 tokens",
+            code="context_length_exceeded",
+        )
+    )
+    server.enqueue(Reply.text("fits now"))
+    result = agent.run_conversation("one more")
+    assert result["final_response"] == "fits now"
+    assert len(result["compressions"]) == 1
+    assert result["compressions"][0]["tokens_after"] < result["compressions"][0]["tokens_before"]
+    retry = sent_messages(server)
+    assert len(retry) < len(sent_messages(server, -2))
+
+
+def test_context_length_exceeded_twice_raises(server, workspace, hermes_home):
+    agent = make_agent(server, workspace, hermes_home)
+    for _ in range(2):
+        server.enqueue(Reply.error(400, "maximum context length exceeded"))
+    with pytest.raises(LLMAPIError) as info:
+        agent.run_conversation("hi")
+    assert info.value.kind == "context_length"
+
+
+def test_interrupt_stops_the_turn_at_a_safe_point(server, workspace, hermes_home):
+    agent = None
+
+    def on_status(event, data):
+        if event == "tool_call":
+            agent.interrupt()
+
+    server.enqueue(
+        Reply.tool_calls(
+            [call("read_file", {"path": "app.py"}, "a"), call("read_file", {"path": "app.py"}, "b")]
+        )
+    )
+    agent = make_agent(server, workspace, hermes_home, status_callback=on_status)
+    result = agent.run_conversation("go")
+    assert result["interrupted"] is True
+    assert len(server.chat_requests) == 1
+    validate_messages(result["messages"])
+    second = json.loads(result["messages"][-2]["content"])
+    assert "interrupted" in second["error"]
+    server.enqueue(Reply.text("resumed"))
+    assert agent.run_conversation("continue")["interrupted"] is False
+
+
+def test_terminal_is_off_by_default_and_times_out_when_on(server, workspace, hermes_home):
+    server.enqueue(Reply.tool_calls([call("terminal", {"command": "sleep 5", "timeout": 0.3})]))
+    server.enqueue(Reply.text("ok"))
+    make_agent(server, workspace, hermes_home).run_conversation("run it")
+    denied = json.loads(sent_messages(server)[-1]["content"])
+    assert "unknown tool 'terminal'" in denied["error"]
+
+    server.enqueue(
+        Reply.tool_calls([call("terminal", {"command": "echo hi; sleep 5", "timeout": 0.3})])
+    )
+    server.enqueue(Reply.text("ok"))
+    make_agent(server, workspace, hermes_home, enabled_toolsets=["terminal"]).run_conversation("go")
+    result = json.loads(sent_messages(server)[-1]["content"])
+    assert result["exit_code"] == 124 and result["timed_out"] is True
+    assert result["output"].startswith("hi\n")
+
+
+def test_references_are_expanded_and_secrets_refused(server, workspace, hermes_home):
+    server.enqueue(Reply.text("seen"))
+    make_agent(server, workspace, hermes_home).run_conversation(
+        "look at @file:app.py and @file:.env please"
+    )
+    user = sent_messages(server)[-1]["content"]
+    assert "--- Attached Context ---" in user and "return 42" in user
+    assert "sk-secret-value" not in user
+    assert "@file:.env: .env is refused" in user
+
+
+def test_streaming_answers_reach_the_callback(server, workspace, hermes_home):
+    pieces = []
+    server.enqueue(Reply.text("a streamed answer of some length"))
+    agent = make_agent(server, workspace, hermes_home, stream_callback=pieces.append)
+    result = agent.run_conversation("hi")
+    assert "".join(pieces) == result["final_response"] == "a streamed answer of some length"
+    assert len(pieces) > 1
+    assert server.chat_requests[0].body["stream"] is True
+
+
+def test_no_model_configured_says_how_to_configure_one(hermes_home, workspace):
+    with pytest.raises(ConfigError) as info:
+        AIAgent(hermes_home=hermes_home, cwd=workspace)
+    assert "config init" in str(info.value) and "OPENAI_API_KEY" in str(info.value)
+
+
+def test_context_breakdown_adds_up(server, workspace, hermes_home):
+    (hermes_home / "SOUL.md").write_text("You are Ada, a careful engineer.", encoding="utf-8")
+    (workspace / "AGENTS.md").write_text("Run tests with pytest -q.", encoding="utf-8")
+    server.enqueue(Reply.tool_calls([call("read_file", {"path": "app.py"})]))
+    server.enqueue(Reply.text("done"))
+    agent = make_agent(server, workspace, hermes_home, load_soul_identity=True)
+    agent.run_conversation("read app.py")
+    info = agent.context_breakdown()
+    parts = info["parts"]
+    assert all(parts[k] > 0 for k in ("identity", "context_files", "tool_schemas", "tool_results"))
+    assert info["total"] == sum(parts.values())
+    assert 0 < info["percent_of_threshold"] < 100
+    prompt = sent_messages(server)[0]["content"]
+    assert "Ada" in prompt and "pytest -q" in prompt
+
+
+BIG_FILE_LINES = 300
+CALL_IDS = itertools.count(1)
+
+
+def long_session_responder(body):
+    """A model that reads a big file on every user turn, then answers at some length."""
+    last = body["messages"][-1]
+    n = next(CALL_IDS)
+    if last["role"] == "user" and not last["content"].startswith("[System note"):
+        return Reply.tool_calls(
+            [call("read_file", {"path": "big.txt", "limit": BIG_FILE_LINES}, f"r{n}")]
+        )
+    analysis = " ".join(f"Line {n * 10 + k} holds value {k * 7} and checks out." for k in range(40))
+    return Reply.text(f"Step {n}: the file has {BIG_FILE_LINES} lines. {analysis}")
+
+
+@pytest.fixture
+def long_workspace(workspace):
+    lines = [f"line {i}: value={i * 7} status=ok checksum={i * 31 % 977}" for i in range(2_000)]
+    (workspace / "big.txt").write_text("\n".join(lines), encoding="utf-8")
+    return workspace
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_a_60_turn_tool_session_stays_under_the_window(long_workspace, hermes_home, in_place):
+    (hermes_home / "config.yaml").write_text(
+        f"compression:\n  in_place: {'true' if in_place else 'false'}\n", encoding="utf-8"
+    )
+    events = []
+    with ScriptedLLMServer(responder=long_session_responder) as srv:
+        agent = make_agent(srv, long_workspace, hermes_home, context_length=16_000, events=events)
+        sessions, compressions = {agent.session_id}, []
+        for turn in range(60):
+            result = agent.run_conversation(f"Turn {turn}: read big.txt and report.")
+            assert result["final_response"].startswith("Step ")
+            compressions += result["compressions"]
+            sessions.add(result["session_id"])
+            validate_messages(result["messages"])
+        threshold = agent.compressor.threshold_tokens
+        sizes = [agent.prompt_tokens_estimate()]
+        agent.close()
+    done = [c for c in compressions if not c["aborted"] and c["tokens_after"] < c["tokens_before"]]
+    assert len([c for c in done if c["dropped"]]) >= 2, compressions
+    assert all(c["tokens_after"] < threshold for c in done)
+    assert max(sizes) < threshold
+    # Summaries carry their metadata and, on the wire, the way back to the originals.
+    assert any(m.get("_compressed_summary") for m in result["messages"])
+    assert "session_recall with summary_message_id=" in json.dumps(srv.chat_requests[-1].body)
+    assert ("compression_started" in {e for e, _ in events}) and (
+        "compression_finished" in {e for e, _ in events}
+    )
+    with SessionDB(hermes_home / "state.db") as db:
+        if in_place:
+            assert sessions == {result["session_id"]}
+            assert len(db.list_compactions(result["session_id"])) == len(done)
+        else:
+            assert len(sessions) == len(done) + 1
+            child = db.get_session(result["session_id"])
+            assert child["parent_session_id"] in sessions
+        # Nothing is lost: every user turn is still stored and searchable.
+        hits = db.search("Turn 3: read", limit=5)
+        assert any("Turn 3:" in json.dumps(h, ensure_ascii=False) for h in hits)
+
+
+def test_the_model_is_told_before_compaction_and_the_note_is_not_stored(
+    long_workspace, hermes_home
+):
+    events = []
+    with ScriptedLLMServer(responder=long_session_responder) as srv:
+        agent = make_agent(srv, long_workspace, hermes_home, context_length=16_000, events=events)
+        agent.notice_percent = 0.5
+        for turn in range(12):
+            agent.run_conversation(f"Turn {turn}: read big.txt")
+            if any(e == "context_notice" for e, _ in events):
+                break
+        noticed = [r for r in srv.chat_requests if "[System note" in json.dumps(r.body)]
+    assert len(noticed) == 1
+    last = noticed[0].body["messages"][-1]
+    assert last["role"] == "user" and NOTICE_TEXT.split("{")[0] in last["content"]
+    validate_messages(noticed[0].body["messages"])
+    assert "[System note" not in json.dumps(agent.messages)
+    with SessionDB(hermes_home / "state.db") as db:
+        assert "[System note" not in json.dumps(db.get_messages(agent.session_id))
+
+
+def test_a_blocked_compression_warns(long_workspace, hermes_home):
+    (hermes_home / "config.yaml").write_text("compression:\n  max_attempts: 1\n", encoding="utf-8")
+    events = []
+
+    def reads_forever(body):
+        n = next(CALL_IDS)
+        if len(body["messages"]) > 60:
+            return Reply.text("done")
+        return Reply.tool_calls([call("read_file", {"path": "big.txt", "limit": 300}, f"x{n}")])
+
+    with ScriptedLLMServer(responder=reads_forever) as srv:
+        agent = make_agent(srv, long_workspace, hermes_home, context_length=16_000, events=events)
+        agent.run_conversation("read it over and over")
+    warnings = [d for e, d in events if e == "warning"]
+    assert any(d.get("reason") == "max_attempts" for d in warnings), events
+    assert any(e == "compression_blocked" for e, _ in events)
+
+
+def test_summaries_by_the_conversations_model_reuse_its_prefix(long_workspace, hermes_home):
+    from hermes_context.compression.prompt import PREFIX_REQUEST_MARKER
+
+    summary_usage = {
+        "prompt_tokens": 9_000,
+        "completion_tokens": 80,
+        "prompt_tokens_details": {"cached_tokens": 8_500},
+    }
+
+    def respond(body):
+        last = body["messages"][-1]
+        if PREFIX_REQUEST_MARKER in str(last.get("content")):
+            return Reply.text(
+                "## Goal\nRead big.txt each turn.\n## Active Task\nReport.", usage=summary_usage
+            )
+        return long_session_responder(body)
+
+    with ScriptedLLMServer(responder=respond) as srv:
+        agent = AIAgent(
+            base_url=srv.base_url,
+            model="scripted-model",
+            cwd=long_workspace,
+            hermes_home=hermes_home,
+            context_length=16_000,
+            load_soul_identity=False,
+            retry_delays=NO_RETRY_DELAYS,
+        )
+        entries = []
+        for turn in range(8):
+            entries += agent.run_conversation(f"Turn {turn}: read big.txt")["compressions"]
+            if any(e["dropped"] for e in entries):
+                break
+        requests = srv.chat_requests
+    summarised = [e for e in entries if e["dropped"]]
+    assert summarised and "conversation prefix" in summarised[0]["summariser"]
+    assert summarised[0]["cached_tokens"] == 8_500 and summarised[0]["fallback"] is False
+    index = next(i for i, r in enumerate(requests) if PREFIX_REQUEST_MARKER in json.dumps(r.body))
+    summary_request, previous = requests[index].body, requests[index - 1].body
+    shared = summary_request["messages"][:-1]
+    assert len(shared) > 5
+    assert previous["messages"][: len(shared)] == shared, "the prefix is not byte-identical"
+    assert summary_request["tools"] == previous["tools"]
+    assert summary_request["tool_choice"] == "none"
+    validate_messages(summary_request["messages"])
+    assert agent.usage["cached_tokens"] >= 8_500
+    # The summary the LLM wrote is what the model sees next.
+    assert "Read big.txt each turn." in json.dumps(requests[-1].body)
+
+
+def test_progress_notices_tell_the_user_when_compaction_starts_and_ends(
+    long_workspace, hermes_home
+):
+    (hermes_home / "config.yaml").write_text(
+        "compression:\n  progress_notices: true\n", encoding="utf-8"
+    )
+    events = []
+    with ScriptedLLMServer(responder=long_session_responder) as srv:
+        agent = make_agent(srv, long_workspace, hermes_home, context_length=16_000, events=events)
+        for turn in range(4):
+            agent.run_conversation(f"Turn {turn}: read big.txt")
+    notices = [d["message"] for e, d in events if e == "progress_notice"]
+    assert notices[0].startswith("Compacting the conversation (")
+    assert notices[1].startswith("Compacted the conversation: ")
+
+
+def test_no_progress_notices_by_default(long_workspace, hermes_home):
+    events = []
+    with ScriptedLLMServer(responder=long_session_responder) as srv:
+        agent = make_agent(srv, long_workspace, hermes_home, context_length=16_000, events=events)
+        for turn in range(4):
+            agent.run_conversation(f"Turn {turn}: read big.txt")
+    assert any(e == "compression_finished" for e, _ in events)
+    assert not any(e == "progress_notice" for e, _ in events)

@@ -1,0 +1,155 @@
+"""``hermes-context run`` and ``chat`` through the real entry point.
+
+``run`` goes through click's runner; ``chat`` runs as a real process under a
+pseudo-terminal (pexpect), talking to the scripted server of this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from hermes_context.cli.main import cli
+from hermes_context.llm.testing import Reply, ScriptedLLMServer
+
+
+@pytest.fixture
+def server():
+    with ScriptedLLMServer() as srv:
+        yield srv
+
+
+def invoke(*args, input=None):
+    return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
+
+
+def model_args(server):
+    return ["--base-url", server.base_url, "--model", "scripted-model"]
+
+
+def test_run_without_a_model_says_how_to_configure_one():
+    result = invoke("run", "hello")
+    assert result.exit_code == 3
+    assert result.output.count("\n") == 1
+    assert "config init" in result.output and "--base-url and --model" in result.output
+
+
+def test_run_prints_the_answer_and_continues_a_session(server, tmp_path):
+    (tmp_path / "app.py").write_text("X = 1\n", encoding="utf-8")
+    server.enqueue(
+        Reply.tool_calls([{"name": "read_file", "arguments": {"path": "app.py"}, "id": "c1"}])
+    )
+    server.enqueue(Reply.text("X is one"))
+    result = invoke("run", "what is X?", "--cwd", str(tmp_path), *model_args(server))
+    assert result.exit_code == 0, result.output
+    assert "X is one" in result.stdout
+    assert "-> read_file(" in result.stderr
+
+    server.enqueue(Reply.text("still one"))
+    first = invoke("run", "again", "--json", *model_args(server))
+    data = json.loads(first.stdout)
+    assert set(data) == {
+        "final_response",
+        "session_id",
+        "usage",
+        "compressions",
+        "iterations",
+        "interrupted",
+    }
+    server.enqueue(Reply.text("third"))
+    again = invoke(
+        "run", "-", "--json", "--session", data["session_id"], *model_args(server), input="and now?"
+    )
+    assert json.loads(again.stdout)["session_id"] == data["session_id"]
+    sent = server.chat_requests[-1].body["messages"]
+    assert [m["content"] for m in sent if m["role"] == "user"] == ["again", "and now?"]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "text"),
+    [
+        (["run", ""], 2, "the prompt is empty"),
+        (["run", "hi", "--session", "nope"], 4, "no session 'nope'"),
+        (["run", "hi", "--toolsets", "file,bogus"], 3, "unknown toolset 'bogus'"),
+    ],
+)
+def test_run_usage_errors(server, args, code, text):
+    result = invoke(*args, *model_args(server))
+    assert result.exit_code == code and text in result.output
+
+
+def test_run_model_failure_is_one_line_and_exit_5(server):
+    server.enqueue(Reply.error(401, "bad key"))
+    result = invoke("run", "hi", *model_args(server))
+    assert result.exit_code == 5
+    assert result.stderr.startswith("error: 401 from") and result.stderr.count("\n") == 1
+
+
+pexpect = pytest.importorskip("pexpect", reason="pexpect drives chat under a terminal")
+
+
+@pytest.fixture
+def chat_process(server, hermes_home, tmp_path):
+    exe = shutil.which("hermes-context") or ""
+    command = [exe] if exe else [sys.executable, "-m", "hermes_context.cli.main"]
+    (tmp_path / "app.py").write_text("X = 1\n", encoding="utf-8")
+    child = pexpect.spawn(
+        command[0],
+        [*command[1:], "chat", "--cwd", str(tmp_path), *model_args(server)],
+        env={**os.environ, "HERMES_HOME": str(hermes_home), "HERMES_SEMANTIC_SCAN": "off"},
+        encoding="utf-8",
+        timeout=20,
+        dimensions=(40, 200),
+    )
+    yield child
+    child.close(force=True)
+
+
+def test_chat_under_a_terminal(server, chat_process):
+    child = chat_process
+    child.expect("/help for commands")
+    child.expect_exact("you> ")
+    server.enqueue(
+        Reply.tool_calls([{"name": "read_file", "arguments": {"path": "app.py"}, "id": "c1"}])
+    )
+    server.enqueue(Reply.text("X equals one, says app.py"))
+    child.sendline("what is X?")
+    child.expect_exact("-> read_file(")
+    child.expect_exact("X equals one, says app.py")
+    child.expect(r"\[context \d+% of the compression threshold")
+    child.expect_exact("you> ")
+    child.sendline("/context")
+    child.expect("tool schemas")
+    child.expect_exact("you> ")
+    child.sendline("/compress")
+    child.expect("compressed [0-9,]+ -> [0-9,]+ tokens")
+    child.expect_exact("you> ")
+    child.sendline("/bogus")
+    child.expect("unknown command /bogus")
+    child.expect_exact("you> ")
+    child.sendline("/new")
+    child.expect(r"session \d{8}_")
+    child.expect_exact("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_chat_ctrl_d_leaves_and_history_is_kept(server, chat_process, hermes_home):
+    child = chat_process
+    child.expect_exact("you> ")
+    server.enqueue(Reply.text("pong"))
+    child.sendline("ping")
+    child.expect_exact("pong")
+    child.expect_exact("you> ")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert "ping" in (hermes_home / "chat_history").read_text(encoding="utf-8")
