@@ -515,3 +515,47 @@ def test_no_progress_notices_by_default(long_workspace, hermes_home):
             agent.run_conversation(f"Turn {turn}: read big.txt")
     assert any(e == "compression_finished" for e, _ in events)
     assert not any(e == "progress_notice" for e, _ in events)
+
+
+def test_without_quiet_mode_progress_goes_to_stderr(server, workspace, hermes_home, capsys):
+    server.enqueue(Reply.tool_calls([call("read_file", {"path": "app.py"})]))
+    server.enqueue(Reply.text("ok"))
+    make_agent(server, workspace, hermes_home, quiet_mode=False).run_conversation("go")
+    assert '-> read_file({"path": "app.py"})' in capsys.readouterr().err
+    server.enqueue(Reply.tool_calls([call("read_file", {"path": "app.py"})]))
+    server.enqueue(Reply.text("ok"))
+    make_agent(server, workspace, hermes_home, quiet_mode=True).run_conversation("go")
+    assert capsys.readouterr().err == ""
+
+
+def test_session_tools_only_see_the_agents_user(server, workspace, hermes_home):
+    server.enqueue(Reply.text("noted"))
+    alice = make_agent(server, workspace, hermes_home, user_id="alice")
+    alice.run_conversation("my locker code is marmalade")
+    alice.close()
+    search = call("session_search", {"query": "marmalade"})
+    for user, expected in (("bob", 0), ("alice", 1)):
+        server.enqueue(Reply.tool_calls([search]))
+        server.enqueue(Reply.text("done"))
+        make_agent(server, workspace, hermes_home, user_id=user).run_conversation("find it")
+        found = json.loads(sent_messages(server)[-1]["content"])
+        assert len(found.get("results", [])) == expected, (user, found)
+
+
+def test_conversation_history_is_continued_in_a_new_session(server, workspace, hermes_home):
+    history = [
+        {"role": "system", "content": "the caller's own system prompt"},
+        {"role": "user", "content": "My name is Ada."},
+        {"role": "assistant", "content": "Hello Ada."},
+    ]
+    server.enqueue(Reply.text("Your name is Ada."))
+    agent = make_agent(server, workspace, hermes_home)
+    first_session = agent.session_id
+    result = agent.run_conversation("What is my name?", conversation_history=history)
+    sent = sent_messages(server)
+    assert sent[0]["content"] != "the caller's own system prompt"  # the agent's prompt
+    assert [m["content"] for m in sent[1:]] == ["My name is Ada.", "Hello Ada.", "What is my name?"]
+    assert result["session_id"] != first_session
+    with SessionDB(hermes_home / "state.db") as db:
+        stored = [m["content"] for m in db.get_messages(result["session_id"])[1:]]
+    assert stored == ["My name is Ada.", "Hello Ada.", "What is my name?", "Your name is Ada."]

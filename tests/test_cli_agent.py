@@ -32,8 +32,9 @@ def model_args(server):
     return ["--base-url", server.base_url, "--model", "scripted-model"]
 
 
-def test_run_without_a_model_says_how_to_configure_one():
-    result = invoke("run", "hello")
+@pytest.mark.parametrize("command", [["run", "hello"], ["chat"]])
+def test_without_a_model_both_say_how_to_configure_one(command):
+    result = invoke(*command)
     assert result.exit_code == 3
     assert result.output.count("\n") == 1
     assert "config init" in result.output and "--base-url and --model" in result.output
@@ -128,6 +129,18 @@ def test_chat_under_a_terminal(server, chat_process):
     child.expect_exact("you> ")
     child.sendline("/compress")
     child.expect("compressed [0-9,]+ -> [0-9,]+ tokens")
+    child.expect_exact("you> ")
+    child.sendline("/usage")
+    child.expect(r'"prompt_tokens": \d+')
+    child.expect_exact("you> ")
+    child.sendline("/sessions")
+    child.expect(r"\d{8}_\d{6}_\w+ +\d+ msgs")
+    child.expect_exact("you> ")
+    child.sendline("/search equals")
+    child.expect("no matches")  # the current session is left out
+    child.expect_exact("you> ")
+    child.sendline("/memory")
+    child.expect_exact("(no memory loaded)")
     child.expect_exact("you> ")
     child.sendline("/bogus")
     child.expect("unknown command /bogus")

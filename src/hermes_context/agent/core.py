@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -31,6 +32,7 @@ from ..tools import DEFAULT_TOOLSETS, ToolContext, ToolRegistry, builtin_registr
 from . import model as model_request
 from . import prompt as prompts
 from .breakdown import context_breakdown
+from .events import describe_event
 from .summary import ConversationSummarizer, cached_tokens
 
 StatusCallback = Callable[[str, dict[str, Any]], None]
@@ -83,7 +85,8 @@ class AIAgent:
     Args:
         base_url, api_key, model: The main model (else ``model.*`` of the config).
         max_iterations: Model requests allowed in one user turn.
-        quiet_mode: No progress lines on stderr.
+        quiet_mode: Without a ``status_callback``, no progress lines on stderr
+            (tool calls, retries, warnings, progress notices).
         tool_progress_mode: ``all`` | ``new`` | ``off``: which tool calls are
             reported as ``tool_call`` status events.
         skip_context_files: Do not load ``AGENTS.md`` / ``.hermes.md``.
@@ -667,6 +670,10 @@ class AIAgent:
 
     def _emit(self, event: str, /, **data: Any) -> None:
         if self.status_callback is None:
+            if not self.quiet_mode:
+                line = describe_event(event, data)
+                if line:
+                    print(line, file=sys.stderr, flush=True)
             return
         try:
             self.status_callback(event, data)

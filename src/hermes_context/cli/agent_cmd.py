@@ -13,6 +13,7 @@ import click
 
 from .. import AIAgent, SessionDB
 from ..agent.core import NO_MODEL_HELP
+from ..agent.events import describe_event
 from ..config import load_config
 from ..errors import HermesContextError
 from ..memory import visible
@@ -110,27 +111,8 @@ def _build_agent(
     )
 
 
-def _progress_line(event: str, data: dict[str, Any]) -> str | None:
-    """One stderr line per tool call, compression and warning."""
-    if event == "tool_call":
-        args = data.get("arguments") or ""
-        shown = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-        if len(shown) > 100:
-            shown = shown[:97] + "..."
-        return f"  -> {data.get('name')}({visible(shown)})"
-    if event == "progress_notice":  # compression.progress_notices
-        return f"  [{visible(str(data.get('message')))}]"
-    if event == "session_rotated":
-        return f"  [continuing in session {data.get('session_id')}]"
-    if event == "retry":
-        return f"  [retrying in {data.get('delay', 0):g}s: {data.get('kind')}]"
-    if event == "warning":
-        return f"  warning: {visible(str(data.get('message')))}"
-    return None
-
-
 def _stderr_progress(event: str, data: dict[str, Any]) -> None:
-    line = _progress_line(event, data)
+    line = describe_event(event, data)
     if line:
         click.echo(line, err=True)
 

@@ -1,0 +1,34 @@
+"""Status events as one line for people (stderr of ``chat``/``run``, ``quiet_mode=False``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..memory import visible
+
+# Characters of a tool call's arguments shown on its progress line.
+MAX_ARGUMENT_CHARS = 100
+
+
+def describe_event(event: str, data: dict[str, Any]) -> str | None:
+    """The line for a status event, or None for events people need not see.
+
+    Text from the model or a tool goes through ``visible``: control
+    characters and escapes are shown, never run by the terminal.
+    """
+    if event == "tool_call":
+        args = data.get("arguments") or ""
+        shown = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+        if len(shown) > MAX_ARGUMENT_CHARS:
+            shown = shown[: MAX_ARGUMENT_CHARS - 3] + "..."
+        return f"  -> {visible(str(data.get('name')))}({visible(shown)})"
+    if event == "progress_notice":  # compression.progress_notices
+        return f"  [{visible(str(data.get('message')))}]"
+    if event == "session_rotated":
+        return f"  [continuing in session {data.get('session_id')}]"
+    if event == "retry":
+        return f"  [retrying in {data.get('delay', 0):g}s: {data.get('kind')}]"
+    if event == "warning":
+        return f"  warning: {visible(str(data.get('message')))}"
+    return None
