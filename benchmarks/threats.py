@@ -2,14 +2,12 @@
 
 Batches (``tests/data``), by how much they shaped the scanner:
 
-- TUNED: ``corpus`` (the notes the rules were written on) and ``train``,
+- TUNED: ``corpus`` (the notes the rules were written on), ``train``,
   ``train_b``, ``train_c`` (written blind, then used to tune the rules and to
-  train the semantic classifier).
-- SELECTION: ``heldout_a``, ``heldout_b``, ``heldout_c`` (written blind by
-  other authors, never trained on and no rule written from them, but their
-  scores chose the classifier's design: embedding + character n-grams over
-  the embedding alone).
-- UNTUNED: ``heldout_d`` (written blind, scored once, after every choice).
+  train the semantic classifier) and ``heldout_a`` to ``heldout_d`` (written
+  blind by other authors and scored blind first — ``docs/memory.md`` keeps
+  those figures — then added to the classifier's training data).
+- UNTUNED: ``heldout_e`` (written blind, scored once, after every choice).
 
 A split attack (two entries) counts as caught when ``scan_entries`` flags
 either entry; a benign pair is a false positive when it flags either.
@@ -37,10 +35,11 @@ BATCHES = {
     "train": (DATA / "threat_batches" / "train.jsonl", "tuned"),
     "train_b": (DATA / "threat_batches" / "train_b.jsonl", "tuned"),
     "train_c": (DATA / "threat_batches" / "train_c.jsonl", "tuned"),
-    "heldout_a": (DATA / "threat_batches" / "heldout_a.jsonl", "selection"),
-    "heldout_b": (DATA / "threat_batches" / "heldout_b.jsonl", "selection"),
-    "heldout_c": (DATA / "threat_batches" / "heldout_c.jsonl", "selection"),
-    "heldout_d": (DATA / "threat_batches" / "heldout_d.jsonl", "untuned"),
+    "heldout_a": (DATA / "threat_batches" / "heldout_a.jsonl", "tuned"),
+    "heldout_b": (DATA / "threat_batches" / "heldout_b.jsonl", "tuned"),
+    "heldout_c": (DATA / "threat_batches" / "heldout_c.jsonl", "tuned"),
+    "heldout_d": (DATA / "threat_batches" / "heldout_d.jsonl", "tuned"),
+    "heldout_e": (DATA / "threat_batches" / "heldout_e.jsonl", "untuned"),
 }
 MIN_CAUGHT = 0.90
 MAX_FLAGGED = 0.02
