@@ -559,3 +559,34 @@ def test_conversation_history_is_continued_in_a_new_session(server, workspace, h
     with SessionDB(hermes_home / "state.db") as db:
         stored = [m["content"] for m in db.get_messages(result["session_id"])[1:]]
     assert stored == ["My name is Ada.", "Hello Ada.", "What is my name?", "Your name is Ada."]
+
+
+def test_skills_saved_by_the_model_reach_the_next_sessions_index(server, workspace, hermes_home):
+    content = (
+        "---\nname: release-checklist\ndescription: Steps to cut a release of this project.\n"
+        "---\n1. Bump the version.\n2. Run the tests.\n"
+    )
+    server.enqueue(
+        Reply.tool_calls(
+            [
+                call(
+                    "skill_manage",
+                    {"action": "create", "name": "release-checklist", "content": content},
+                )
+            ]
+        )
+    )
+    server.enqueue(Reply.text("saved the checklist"))
+    server.enqueue(Reply.text("ok"))
+    agent = make_agent(server, workspace, hermes_home)
+    agent.run_conversation("remember how we release")
+    agent.run_conversation("thanks")
+    assert json.loads(sent_messages(server, -2)[-1]["content"])["success"] is True
+    assert (hermes_home / "skills" / "release-checklist" / "SKILL.md").is_file()
+    assert "release-checklist" not in sent_messages(server)[0]["content"]
+    agent.close()
+    server.enqueue(Reply.text("hello"))
+    make_agent(server, workspace, hermes_home).run_conversation("hi")
+    prompt = sent_messages(server)[0]["content"]
+    assert "- release-checklist: Steps to cut a release of this project." in prompt
+    assert "skill_view" in prompt

@@ -44,7 +44,7 @@ def test_every_builtin_schema_has_the_function_shape():
     for tool_schema in REGISTRY.schemas():
         assert tool_schema["type"] == "function"
         assert tool_schema["function"]["parameters"]["type"] == "object"
-    assert REGISTRY.toolsets == ["file", "memory", "session", "terminal"]
+    assert REGISTRY.toolsets == ["file", "memory", "session", "skills", "terminal"]
 
 
 def test_registry_refuses_duplicates_and_other_shapes():

@@ -26,6 +26,7 @@ from .memory import MEMORY_TOOL_SCHEMA, MemoryStore, memory_tool, scan_for_threa
 from .messages import strip_think_blocks, to_wire, validate_messages
 from .references import expand_references
 from .sessions import SessionDB
+from .skills import SkillStore, register_text_scanner
 from .tokens import TokenCounter, estimate_messages_tokens_rough, estimate_tokens_rough
 
 __version__ = "0.1.0"
@@ -33,6 +34,8 @@ __version__ = "0.1.0"
 # ContextCompressor.from_config builds its LLM summariser with this factory, the
 # same hook a plugin would use; compression itself never imports llm.
 register_summarizer_factory(build_summarizer)
+# Skills are injected text like memory entries: the memory threat scanner checks their writes.
+register_text_scanner(scan_for_threats)
 
 __all__ = [
     "AIAgent",
@@ -49,6 +52,7 @@ __all__ = [
     "OpenAISummarizer",
     "SecurityError",
     "SessionDB",
+    "SkillStore",
     "StoreError",
     "TokenCounter",
     "estimate_messages_tokens_rough",

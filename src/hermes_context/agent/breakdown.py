@@ -19,6 +19,7 @@ PARTS = (
     "identity",
     "context_files",
     "memory_snapshot",
+    "skills_index",
     "system_other",
     "tool_schemas",
     "summaries",
@@ -46,7 +47,8 @@ def context_breakdown(agent: AIAgent) -> dict[str, Any]:
         parts["identity"] = estimate_tokens_rough(prompt.identity)
         parts["context_files"] = estimate_tokens_rough(prompt.context_text)
         parts["memory_snapshot"] = estimate_tokens_rough("\n\n".join(prompt.memory))
-    known = parts["identity"] + parts["context_files"] + parts["memory_snapshot"]
+        parts["skills_index"] = estimate_tokens_rough(prompt.skills_index)
+    known = sum(parts[k] for k in ("identity", "context_files", "memory_snapshot", "skills_index"))
     parts["system_other"] = max(0, system_tokens - known)
     parts["tool_schemas"] = agent._tool_tokens
     total = sum(parts.values())

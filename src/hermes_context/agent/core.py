@@ -27,6 +27,7 @@ from ..llm import ChatClient, ChatResponse, build_summarizer
 from ..memory import MemoryStore
 from ..references import expand_references
 from ..sessions import DB_FILENAME, UNINDEXED_KEY, SessionDB
+from ..skills import SkillStore
 from ..tokens import estimate_messages_tokens_rough, estimate_tokens_rough
 from ..tools import DEFAULT_TOOLSETS, ToolContext, ToolRegistry, builtin_registry
 from . import model as model_request
@@ -92,7 +93,7 @@ class AIAgent:
         skip_context_files: Do not load ``AGENTS.md`` / ``.hermes.md``.
         load_soul_identity: Use ``$HERMES_HOME/SOUL.md`` as the identity.
         skip_memory: No memory unless the ``memory`` toolset is asked for (seed 3.3).
-        enabled_toolsets: Toolsets offered (default: memory, session, file).
+        enabled_toolsets: Toolsets offered (default: memory, session, skills, file).
         session_id: Resume this session, or start one with this id.
         user_id: Owner of the session; the session tools only see this user's.
         hermes_home: The home folder (config, state.db, memories).
@@ -176,6 +177,7 @@ class AIAgent:
             status_callback=self._on_compression_event,
         )
         self.memory = self._open_memory(skip_memory, enabled_toolsets)
+        self.skills = SkillStore.from_config(self.config)
         self.tools = tools or builtin_registry()
         self.toolsets = self._pick_toolsets(enabled_toolsets)
         self.tool_schemas = self.tools.schemas(self.toolsets)
@@ -197,6 +199,7 @@ class AIAgent:
             workspace=self.cwd,
             session_db=self.db,
             memory_store=self.memory,
+            skill_store=self.skills,
             session_id=self.session_id,
             user_id=user_id,
             hermes_home=self.hermes_home,
@@ -280,6 +283,7 @@ class AIAgent:
                 memory=self.config.memory.memory_enabled,
                 user=self.config.memory.user_profile_enabled,
             ),
+            skills_index=(self.skills.index() or "") if "skills" in self.toolsets else "",
             tool_guidance=prompts.tool_guidance(self.toolsets),
         )
         system = {"role": "system", "content": self.prompt_parts.text, UNINDEXED_KEY: True}

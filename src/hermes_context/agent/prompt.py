@@ -2,8 +2,8 @@
 
 Parts, in order: identity (``SOUL.md`` in the home, else a default), context
 files (``AGENTS.md`` and ``.hermes.md`` from the repository root down to the
-working directory), the frozen MEMORY/USER snapshot, tool guidance and the
-compaction note. ``SystemPrompt`` keeps the parts apart so the context
+working directory), the frozen MEMORY/USER snapshot, the skills index, tool
+guidance and the compaction note. ``SystemPrompt`` keeps the parts apart so the context
 breakdown can count them.
 """
 
@@ -41,6 +41,10 @@ TOOL_GUIDANCE = {
         "session_search / session_recall: search and read past conversations; use them "
         "when the user refers to earlier work or when a summary hides a detail you need."
     ),
+    "skills": (
+        "skills_list / skill_view / skill_manage: the skills library. Load a skill before a "
+        "task it covers; when you work out a procedure worth repeating, save it."
+    ),
     "file": (
         "read_file / search_files / write_file / patch: the workspace files. Read before "
         "you edit; patch needs the exact text to replace."
@@ -58,6 +62,7 @@ class SystemPrompt:
     identity: str
     context_files: list[tuple[str, str]] = field(default_factory=list)  # (path, text)
     memory: list[str] = field(default_factory=list)  # rendered MEMORY / USER blocks
+    skills_index: str = ""
     tool_guidance: str = ""
     compaction_note: str = COMPACTION_NOTE
 
@@ -71,6 +76,8 @@ class SystemPrompt:
         if self.context_files:
             parts.append("## Project context\n\n" + self.context_text)
         parts.extend(self.memory)
+        if self.skills_index:
+            parts.append(self.skills_index)
         if self.tool_guidance:
             parts.append("## Tools\n\n" + self.tool_guidance)
         parts.append(self.compaction_note)

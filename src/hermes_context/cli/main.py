@@ -20,6 +20,7 @@ _SUBCOMMANDS = {
     "memory": ("hermes_context.cli.memory_cmd", "memory"),
     "run": ("hermes_context.cli.agent_cmd", "run"),
     "sessions": ("hermes_context.cli.sessions_cmd", "sessions"),
+    "skills": ("hermes_context.cli.skills_cmd", "skills"),
 }
 
 

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..memory import MemoryStore
     from ..sessions import SessionDB
+    from ..skills import SkillStore
 
 # Toolsets the agent offers when the caller names none: terminal access is opt-in.
-DEFAULT_TOOLSETS = ("memory", "session", "file")
+DEFAULT_TOOLSETS = ("memory", "session", "skills", "file")
 # Characters of a tool result handed back to the model at most (a runaway
 # handler must not blow the context window in one step).
 MAX_RESULT_CHARS = 100_000
@@ -35,6 +36,7 @@ class ToolContext:
         workspace: Root the file and terminal tools are confined to.
         session_db: The session store (``session`` toolset).
         memory_store: The memory store (``memory`` toolset).
+        skill_store: The skills library (``skills`` toolset).
         session_id: The conversation the calls belong to (kept current by the agent).
         user_id: Scope of the session tools.
         terminal_timeout: Seconds a terminal command may run.
@@ -45,6 +47,7 @@ class ToolContext:
     workspace: Path
     session_db: SessionDB | None = None
     memory_store: MemoryStore | None = None
+    skill_store: SkillStore | None = None
     session_id: str | None = None
     user_id: str | None = None
     terminal_timeout: float = 60.0

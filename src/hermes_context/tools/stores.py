@@ -1,4 +1,4 @@
-"""The ``memory`` and ``session`` toolsets: the stores' own tools, bound to the agent.
+"""The ``memory``, ``session`` and ``skills`` toolsets: the stores' own tools, bound to the agent.
 
 The handlers pass the model's arguments through unchanged and bind what only
 the host may set (session, user) by keyword, so the model can never choose them.
@@ -11,6 +11,7 @@ from typing import Any
 
 from ..memory import MEMORY_TOOL_SCHEMA, memory_tool
 from ..sessions import SESSION_RECALL_SCHEMA, SESSION_SEARCH_SCHEMA, session_tool
+from ..skills import SKILL_TOOL_SCHEMAS, skill_tool
 from .registry import Tool, ToolContext
 
 
@@ -31,7 +32,19 @@ def _session(name: str):  # type: ignore[no-untyped-def]
     return handler
 
 
+def _skill(name: str):  # type: ignore[no-untyped-def]
+    def handler(args: dict[str, Any], ctx: ToolContext) -> str:
+        if ctx.skill_store is None:
+            return json.dumps({"error": "skills are disabled for this agent"})
+        return skill_tool(ctx.skill_store, name, args)
+
+    return handler
+
+
 MEMORY_TOOLS = (Tool(MEMORY_TOOL_SCHEMA, "memory", _memory),)
+SKILL_TOOLS = tuple(
+    Tool(schema, "skills", _skill(schema["function"]["name"])) for schema in SKILL_TOOL_SCHEMAS
+)
 SESSION_TOOLS = (
     Tool(SESSION_SEARCH_SCHEMA, "session", _session("session_search")),
     Tool(SESSION_RECALL_SCHEMA, "session", _session("session_recall")),
