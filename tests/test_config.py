@@ -66,6 +66,9 @@ AGENT_SETTINGS = {
     "compression.micro_compact",
     "memory.memory_enabled",
     "memory.user_profile_enabled",
+    "memory.nudge_interval",
+    "memory.flush_min_turns",
+    "skills.creation_nudge_interval",
 }
 
 
@@ -891,10 +894,7 @@ UNSUPPORTED = [
         "auxiliary.compression.provider",
         "auto",
     ),
-    ("memory", {"nudge_interval": 5}, "memory.nudge_interval", "10"),
-    ("memory", {"flush_min_turns": 3}, "memory.flush_min_turns", "6"),
     ("memory", {"provider": "honcho"}, "memory.provider", "''"),
-    ("skills", {"creation_nudge_interval": 1}, "skills.creation_nudge_interval", "15"),
 ]
 
 

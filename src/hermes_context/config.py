@@ -345,10 +345,13 @@ class MemoryConfig:
         1_375, "size limit of USER.md in characters", check=_at_least(1)
     )
     nudge_interval: int = _setting(
-        10, "user turns between background memory reviews", status=UNSUPPORTED
+        10, "user turns between background memory reviews (0: never)", check=_COUNT, status=AGENT
     )
     flush_min_turns: int = _setting(
-        6, "turns that make a session reviewed before it ends", status=UNSUPPORTED
+        6,
+        "turns that make a session reviewed before it ends (0: never)",
+        check=_COUNT,
+        status=AGENT,
     )
     provider: str = _setting("", "external memory provider plugin ('': none)", status=UNSUPPORTED)
     write_approval: str = _setting(
@@ -366,7 +369,10 @@ class SkillsConfig:
     """``skills.*`` (SPEC 7)."""
 
     creation_nudge_interval: int = _setting(
-        15, "tool iterations between background skill reviews", status=UNSUPPORTED
+        15,
+        "tool iterations between background skill reviews (0: never)",
+        check=_COUNT,
+        status=AGENT,
     )
 
 

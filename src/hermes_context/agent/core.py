@@ -32,6 +32,7 @@ from ..tokens import estimate_messages_tokens_rough, estimate_tokens_rough
 from ..tools import DEFAULT_TOOLSETS, ToolContext, ToolRegistry, builtin_registry
 from . import model as model_request
 from . import prompt as prompts
+from . import review
 from .breakdown import context_breakdown
 from .events import describe_event
 from .summary import ConversationSummarizer, cached_tokens
@@ -92,7 +93,8 @@ class AIAgent:
             reported as ``tool_call`` status events.
         skip_context_files: Do not load ``AGENTS.md`` / ``.hermes.md``.
         load_soul_identity: Use ``$HERMES_HOME/SOUL.md`` as the identity.
-        skip_memory: No memory unless the ``memory`` toolset is asked for (seed 3.3).
+        skip_memory: No memory unless the ``memory`` toolset is asked for (seed 3.3),
+            and no background review.
         enabled_toolsets: Toolsets offered (default: memory, session, skills, file).
         session_id: Resume this session, or start one with this id.
         user_id: Owner of the session; the session tools only see this user's.
@@ -207,6 +209,14 @@ class AIAgent:
         )
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}
         self._last_activity = time.monotonic()
+        # Background review (seed 2.6): counters, the running review, what reviews did.
+        self._review_enabled = not skip_memory
+        self._turns_since_memory = 0
+        self._iters_since_skill = 0
+        self._user_turns = 0
+        self._reviewed_at_turn = -1
+        self._review_thread: threading.Thread | None = None
+        self.reviews: list[review.ReviewResult] = []
 
     # -- set-up -------------------------------------------------------------
 
@@ -328,18 +338,51 @@ class AIAgent:
         """Stop the running turn at the next safe point (between requests and tools)."""
         self._cancel.set()
 
-    def close(self) -> None:
-        """End the session and release the client and the database."""
+    def close(self, *, end_session: bool = True) -> None:
+        """End the session and release the client and the database.
+
+        A session of at least ``memory.flush_min_turns`` user turns gets one
+        background review first (run here, so it finishes before the client
+        closes). ``end_session=False`` leaves the session open and unreviewed.
+        """
         with self._lock:
             if self._closed:
                 return
-            self._closed = True
             try:
-                self.db.save_compressor_state(self.session_id, self.compressor.get_state())
-                self.db.end_session(self.session_id, "closed")
+                if end_session:
+                    self._flush_review()
+                self.wait_for_review()
             finally:
-                self.client.close()
-                self.db.close()
+                self._closed = True
+                try:
+                    if end_session:
+                        self.db.save_compressor_state(self.session_id, self.compressor.get_state())
+                        self.db.end_session(self.session_id, "closed")
+                finally:
+                    self.client.close()
+                    self.db.close()
+
+    def review_now(
+        self, *, review_memory: bool = True, review_skills: bool = True
+    ) -> review.ReviewResult:
+        """Run one background review over the conversation so far, on this thread."""
+        with self._lock:
+            result = review.run_review(
+                self,
+                self.with_recall_hints(list(self.messages)),
+                review_memory=review_memory and self.memory is not None,
+                review_skills=review_skills and "skills" in self.toolsets,
+            )
+            self._review_done(result)
+            return result
+
+    def wait_for_review(self, timeout: float | None = None) -> bool:
+        """Wait for a running background review; whether none is left running."""
+        thread = self._review_thread
+        if thread is not None:
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True
 
     def __enter__(self) -> AIAgent:
         return self
@@ -393,10 +436,13 @@ class AIAgent:
             if not response.tool_calls:
                 final = response.content
                 break
+            turn.tool_iterations += 1
             self._run_tools(response.tool_calls)
         if self.config.compression.micro_compact:
             self._micro_compact()
         self._last_activity = time.monotonic()
+        self._user_turns += 1
+        self._maybe_review(turn, final)
         return {
             "final_response": final,
             "messages": [dict(m) for m in self.messages],
@@ -521,6 +567,58 @@ class AIAgent:
         """End the turn with an assistant message (so the sequence stays valid)."""
         self._append([{"role": "assistant", "content": text}])
         return text
+
+    # -- background review ----------------------------------------------------
+
+    def _maybe_review(self, turn: _Turn, final: str) -> None:
+        """Seed 2.6: count turns and tool iterations; review after the reply when due."""
+        if not self._review_enabled:
+            return
+        review_memory = review_skills = False
+        memory_every = self.config.memory.nudge_interval
+        if memory_every > 0 and "memory" in self.toolsets and self.memory is not None:
+            self._turns_since_memory += 1
+            if self._turns_since_memory >= memory_every:
+                review_memory, self._turns_since_memory = True, 0
+        skill_every = self.config.skills.creation_nudge_interval
+        if skill_every > 0 and "skills" in self.toolsets:
+            self._iters_since_skill += turn.tool_iterations
+            if self._iters_since_skill >= skill_every:
+                review_skills, self._iters_since_skill = True, 0
+        if not final or turn.interrupted or not (review_memory or review_skills):
+            return
+        if self._review_thread is not None and self._review_thread.is_alive():
+            self._emit(
+                "warning", message="a background review is still running; this one is skipped"
+            )
+            return
+        self._reviewed_at_turn = self._user_turns
+        self._emit("review_started", review_memory=review_memory, review_skills=review_skills)
+        self._review_thread = review.spawn(
+            self,
+            self.with_recall_hints(list(self.messages)),
+            review_memory=review_memory,
+            review_skills=review_skills,
+            on_done=self._review_done,
+        )
+
+    def _flush_review(self) -> None:
+        """``memory.flush_min_turns``: one review before a long enough session ends."""
+        minimum = self.config.memory.flush_min_turns
+        if (
+            not self._review_enabled
+            or minimum <= 0
+            or self._user_turns < minimum
+            or self._reviewed_at_turn == self._user_turns
+        ):
+            return
+        self.wait_for_review()
+        self._reviewed_at_turn = self._user_turns
+        self.review_now(review_skills="skills" in self.toolsets)
+
+    def _review_done(self, result: review.ReviewResult) -> None:
+        self.reviews.append(result)
+        self._emit("review_finished", **result.to_dict())
 
     # -- compression --------------------------------------------------------
 
@@ -690,6 +788,7 @@ class _Turn:
 
     def __init__(self) -> None:
         self.iterations = 0
+        self.tool_iterations = 0
         self.interrupted = False
         self.compressions: list[dict[str, Any]] = []
 

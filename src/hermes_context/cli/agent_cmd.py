@@ -20,6 +20,7 @@ from ..memory import visible
 from ..sessions import DB_FILENAME
 from ._common import (
     EXIT_CONFIG,
+    EXIT_LLM,
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     emit_json,
@@ -187,6 +188,53 @@ def _run_interruptibly(agent: AIAgent, prompt: str) -> dict[str, Any]:
     if "error" in box:
         raise box["error"]
     return box["result"]
+
+
+@click.command("review")
+@click.argument("session_id")
+@click.option("--model", default=None, help="Model name (default: model.name).")
+@click.option("--base-url", default=None, help="Endpoint (default: model.base_url).")
+@home_option
+@json_option
+@handle_errors
+def review(
+    session_id: str, model: str | None, base_url: str | None, hermes_home: str | None, as_json: bool
+) -> None:
+    """Run one background review of a stored session now and print what it saved.
+
+    The review reads the session, may write MEMORY.md / USER.md and skills
+    (origin background_review), and never changes state.db.
+    """
+    agent = _build_agent(
+        hermes_home=hermes_home,
+        session_id=session_id,
+        model=model,
+        base_url=base_url,
+        cwd=None,
+        toolsets=None,
+        max_iterations=90,
+        status=None,
+        stream=None,
+    )
+    try:
+        result = agent.review_now()
+    finally:
+        agent.close(end_session=False)
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        for write in result.writes:
+            args = write["arguments"] if isinstance(write["arguments"], dict) else {}
+            what = args.get("action", "?")
+            target = args.get("target") or args.get("name") or ""
+            detail = args.get("content") or args.get("file_path") or ""
+            click.echo(f"{write['tool']} {what} {target}: {visible(str(detail))}")
+        if not result.writes:
+            click.echo("nothing saved")
+        if result.error:
+            click.echo(f"warning: {visible(result.error)}", err=True)
+    if result.error:
+        sys.exit(EXIT_LLM)
 
 
 # -- chat ------------------------------------------------------------------------

@@ -41,6 +41,7 @@ class ToolContext:
         user_id: Scope of the session tools.
         terminal_timeout: Seconds a terminal command may run.
         hermes_home: The home directory, whose secrets the file tools refuse.
+        origin: Who is writing memory: ``agent`` or ``background_review`` (the journal's origin).
         cancel: Set when the turn is interrupted; long tools check it.
     """
 
@@ -52,6 +53,7 @@ class ToolContext:
     user_id: str | None = None
     terminal_timeout: float = 60.0
     hermes_home: Path | None = None
+    origin: str = "agent"
     cancel: threading.Event = field(default_factory=threading.Event)
 
 

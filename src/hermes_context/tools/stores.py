@@ -18,7 +18,7 @@ from .registry import Tool, ToolContext
 def _memory(args: dict[str, Any], ctx: ToolContext) -> str:
     if ctx.memory_store is None:
         return json.dumps({"error": "memory is disabled for this agent"})
-    return memory_tool(ctx.memory_store, args, session_id=ctx.session_id)
+    return memory_tool(ctx.memory_store, args, session_id=ctx.session_id, origin=ctx.origin)
 
 
 def _session(name: str):  # type: ignore[no-untyped-def]
