@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -102,7 +103,9 @@ def test_version():
 def test_config_is_listed_in_help():
     result = run("--help")
     assert result.exit_code == 0
-    assert "  config    Show, locate or create the configuration file.\n" in result.stdout
+    assert re.search(
+        r"^  config +Show, locate or create the configuration file\.$", result.stdout, re.M
+    )
 
 
 # --- show -------------------------------------------------------------------

@@ -68,6 +68,7 @@ AGENT_SETTINGS = {
     "memory.user_profile_enabled",
     "memory.nudge_interval",
     "memory.flush_min_turns",
+    "memory.provider",
     "skills.creation_nudge_interval",
 }
 
@@ -894,7 +895,6 @@ UNSUPPORTED = [
         "auxiliary.compression.provider",
         "auto",
     ),
-    ("memory", {"provider": "honcho"}, "memory.provider", "''"),
 ]
 
 

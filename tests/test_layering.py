@@ -30,8 +30,9 @@ MIDDLE = frozenset({"compression", "llm", "memory", "sessions", "skills"})
 # uses all of them.
 COMPOSITION = {
     "tools": BOTTOM | MIDDLE,
+    "providers": BOTTOM | MIDDLE,
     "references": BOTTOM | {"tools"},
-    "agent": BOTTOM | MIDDLE | {"tools", "references"},
+    "agent": BOTTOM | MIDDLE | {"tools", "references", "providers"},
 }
 # What each component may import besides itself. The root package sits above
 # every layer; cli uses the public API (no ``_private`` module or name of

@@ -22,7 +22,14 @@ from .errors import (
     StoreError,
 )
 from .llm import OpenAISummarizer, build_summarizer
-from .memory import MEMORY_TOOL_SCHEMA, MemoryStore, memory_tool, scan_for_threats
+from .memory import (
+    MEMORY_TOOL_SCHEMA,
+    MemoryManager,
+    MemoryProvider,
+    MemoryStore,
+    memory_tool,
+    scan_for_threats,
+)
 from .messages import strip_think_blocks, to_wire, validate_messages
 from .references import expand_references
 from .sessions import SessionDB
@@ -48,6 +55,8 @@ __all__ = [
     "InvalidMessagesError",
     "LLMAPIError",
     "MEMORY_TOOL_SCHEMA",
+    "MemoryManager",
+    "MemoryProvider",
     "MemoryStore",
     "OpenAISummarizer",
     "SecurityError",

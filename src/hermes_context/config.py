@@ -353,7 +353,9 @@ class MemoryConfig:
         check=_COUNT,
         status=AGENT,
     )
-    provider: str = _setting("", "external memory provider plugin ('': none)", status=UNSUPPORTED)
+    provider: str = _setting(
+        "", "external memory provider: local, mem0 or a plugin's name ('': none)", status=AGENT
+    )
     write_approval: str = _setting(
         "allow",
         "memory writes: allow | stage (for review) | block",

@@ -24,12 +24,13 @@ from ..compression import SUMMARY_END_MARKER, SUMMARY_KEY, CompressionResult, Co
 from ..config import Config, load_config
 from ..errors import ConfigError, LLMAPIError
 from ..llm import ChatClient, ChatResponse, build_summarizer
-from ..memory import MemoryStore
+from ..memory import MemoryManager, MemoryStore
+from ..providers import load_provider
 from ..references import expand_references
 from ..sessions import DB_FILENAME, UNINDEXED_KEY, SessionDB
 from ..skills import SkillStore
 from ..tokens import estimate_messages_tokens_rough, estimate_tokens_rough
-from ..tools import DEFAULT_TOOLSETS, ToolContext, ToolRegistry, builtin_registry
+from ..tools import DEFAULT_TOOLSETS, Tool, ToolContext, ToolRegistry, builtin_registry
 from . import model as model_request
 from . import prompt as prompts
 from . import review
@@ -40,6 +41,8 @@ from .summary import ConversationSummarizer, cached_tokens
 StatusCallback = Callable[[str, dict[str, Any]], None]
 StreamCallback = Callable[[str], None]
 
+# Toolset of the tools an external memory provider offers.
+PROVIDER_TOOLSET = "memory_provider"
 # Share of the threshold at which the model gets one note that compaction is near.
 DEFAULT_NOTICE_PERCENT = 0.85
 NOTICE_TEXT = (
@@ -207,6 +210,8 @@ class AIAgent:
             hermes_home=self.hermes_home,
             cancel=self._cancel,
         )
+        self.memory_manager = self._open_provider(skip_memory)
+        self._recall: str | None = None
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}
         self._last_activity = time.monotonic()
         # Background review (seed 2.6): counters, the running review, what reviews did.
@@ -260,6 +265,30 @@ class AIAgent:
         store = MemoryStore.from_config(self.config)
         store.load_from_disk()
         return store
+
+    def _open_provider(self, skip_memory: bool) -> MemoryManager:
+        """The memory manager, with the external provider ``memory.provider`` names (SPEC 6)."""
+        manager = MemoryManager(self.memory)
+        name = self.config.memory.provider
+        if skip_memory or not name:
+            return manager
+        if manager.add_provider(load_provider(name)):
+            manager.initialize(
+                self.session_id,
+                user_id=self.user_id,
+                hermes_home=self.hermes_home,
+                config=self.config,
+            )
+            for schema in manager.tool_schemas():
+                tool_name = str(schema.get("function", {}).get("name", ""))
+                self.tools.register(
+                    Tool(schema, PROVIDER_TOOLSET, _provider_handler(manager, tool_name))
+                )
+            if manager.tool_schemas():
+                self.toolsets.append(PROVIDER_TOOLSET)
+                self.tool_schemas = self.tools.schemas(self.toolsets)
+                self._tool_tokens = estimate_tokens_rough(json.dumps(self.tool_schemas))
+        return manager
 
     def _pick_toolsets(self, requested: Sequence[str] | None) -> list[str]:
         if requested is None:
@@ -356,9 +385,11 @@ class AIAgent:
                 self._closed = True
                 try:
                     if end_session:
+                        self.memory_manager.on_session_end(self.session_id, list(self.messages))
                         self.db.save_compressor_state(self.session_id, self.compressor.get_state())
                         self.db.end_session(self.session_id, "closed")
                 finally:
+                    self.memory_manager.shutdown()
                     self.client.close()
                     self.db.close()
 
@@ -412,6 +443,7 @@ class AIAgent:
         self._idle_compact()
         turn = _Turn()
         content = self._expand(user_message)
+        self._recall = self.memory_manager.prefetch(user_message, self.session_id)
         self._append([{"role": "user", "content": content}])
         final = ""
         while True:
@@ -442,6 +474,9 @@ class AIAgent:
             self._micro_compact()
         self._last_activity = time.monotonic()
         self._user_turns += 1
+        self._recall = None
+        if final and not turn.interrupted:
+            self.memory_manager.sync_turn(user_message, final, self.session_id, self.messages)
         self._maybe_review(turn, final)
         return {
             "final_response": final,
@@ -525,8 +560,11 @@ class AIAgent:
         return out
 
     def _wire_messages(self) -> list[dict[str, Any]]:
-        """The request: the messages, summaries with their recall hint, maybe the notice."""
+        """The request: the messages, summaries with their recall hint, the provider's
+        recall for this turn, maybe the notice."""
         out = self.with_recall_hints(self.messages)
+        if self._recall:
+            out = _with_recall_block(out, self._recall)
         notice = self._notice()
         if notice and out[-1].get("role") == "user" and isinstance(out[-1].get("content"), str):
             # Another user message would make two in a row: the note joins this one.
@@ -561,7 +599,25 @@ class AIAgent:
                 result = self.tools.dispatch(
                     name, fn.get("arguments"), self.tool_context, toolsets=self.toolsets
                 )
+                if name == "memory":
+                    self._mirror_memory_write(fn.get("arguments"), result)
             self._append([{"role": "tool", "tool_call_id": call.get("id", ""), "content": result}])
+
+    def _mirror_memory_write(self, arguments: Any, result: str) -> None:
+        """Tell the provider about a successful MEMORY.md / USER.md write (``on_memory_write``)."""
+        if self.memory_manager.provider is None:
+            return
+        try:
+            args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments or {})
+            ok = json.loads(result).get("success") is True
+        except (ValueError, TypeError, AttributeError):
+            return
+        if ok and isinstance(args, dict):
+            self.memory_manager.on_memory_write(
+                str(args.get("action", "")),
+                str(args.get("target", "")),
+                str(args.get("content", "")),
+            )
 
     def _finish(self, text: str) -> str:
         """End the turn with an assistant message (so the sequence stays valid)."""
@@ -645,6 +701,10 @@ class AIAgent:
     ) -> dict[str, Any]:
         before = list(self.messages)
         self._blocked = None
+        keep = self.memory_manager.on_pre_compress(before)
+        if keep:
+            focus = f"{focus}\n\n" if focus else ""
+            focus += f"Also keep these facts the long-term memory flagged: {keep}"
         if self._summarizer is not None:
             self._summarizer.last_usage = {}
         result = self.compressor.compress(
@@ -791,6 +851,24 @@ class _Turn:
         self.tool_iterations = 0
         self.interrupted = False
         self.compressions: list[dict[str, Any]] = []
+
+
+def _provider_handler(manager: MemoryManager, name: str) -> Any:
+    def handler(args: dict[str, Any], ctx: ToolContext) -> str:
+        return manager.handle_tool_call(name, args)
+
+    return handler
+
+
+def _with_recall_block(messages: list[dict[str, Any]], block: str) -> list[dict[str, Any]]:
+    """The provider's recall appended to this turn's user message, on the wire only."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.get("role") == "user" and not m.get(SUMMARY_KEY) and isinstance(m.get("content"), str):
+            out = list(messages)
+            out[i] = {**m, "content": f"{m['content']}\n\n{block}"}
+            return out
+    return messages
 
 
 def _window_from_error(text: str) -> int | None:

@@ -18,6 +18,7 @@ _SUBCOMMANDS = {
     "compress": ("hermes_context.cli.compress_cmd", "compress"),
     "config": ("hermes_context.cli.config_cmd", "config"),
     "memory": ("hermes_context.cli.memory_cmd", "memory"),
+    "providers": ("hermes_context.cli.providers_cmd", "providers"),
     "review": ("hermes_context.cli.agent_cmd", "review"),
     "run": ("hermes_context.cli.agent_cmd", "run"),
     "sessions": ("hermes_context.cli.sessions_cmd", "sessions"),

