@@ -222,3 +222,9 @@ def test_providers_cli(hermes_home):
     (hermes_home / "config.yaml").write_text("memory:\n  provider: ghost\n", encoding="utf-8")
     missing = run("providers", "status")
     assert missing.exit_code == 3 and "'ghost' is not installed" in missing.output
+
+
+def test_a_chinese_question_finds_items_sharing_some_of_its_words(local):
+    local.add("女儿对花生过敏，出门要带药。")
+    local.add("周三下午开周会。")
+    assert local.search("我女儿对什么东西过敏？")[0].text == "女儿对花生过敏，出门要带药。"

@@ -237,8 +237,11 @@ class LocalMemoryProvider(MemoryProvider):
         return self._conn
 
     def _bm25(self, query: str, limit: int) -> list[int]:
-        words = [w for w in query.split() if w.lower().strip("?!.,;:'\"") not in STOPWORDS]
-        expression = quote_query(" ".join(words) or query, any_term=True)
+        # Any word may match: CJK runs become separate bigrams (a question in Chinese has
+        # no spaces; as one phrase it would have to occur verbatim), stop words go.
+        tokens = segment_cjk(fold(query)).split()
+        words = [w for w in tokens if w.lower().strip("?!.,;:'\"") not in STOPWORDS]
+        expression = quote_query(" ".join(words or tokens), any_term=True)
         if expression is None:
             return []
         rows = (
