@@ -70,6 +70,8 @@ memory:
   nudge_interval: 10
   flush_min_turns: 6
   provider: ''
+  embedding_model: text-embedding-3-small
+  embedding_dims: 1536
   write_approval: allow
   llm_review: true
 

@@ -356,6 +356,13 @@ class MemoryConfig:
     provider: str = _setting(
         "", "external memory provider: local, mem0 or a plugin's name ('': none)", status=AGENT
     )
+    embedding_model: str = _setting(
+        "text-embedding-3-small",
+        "embedding model the mem0 provider asks model.base_url for",
+    )
+    embedding_dims: int = _setting(
+        1536, "size of that model's vectors (mem0 provider)", check=_at_least(1)
+    )
     write_approval: str = _setting(
         "allow",
         "memory writes: allow | stage (for review) | block",

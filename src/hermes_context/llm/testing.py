@@ -38,6 +38,8 @@ STREAM_PIECE_CHARS = 8
 # How often the serve loop checks for stop(); the stdlib default (0.5 s) would
 # add half a second to every test that uses the server.
 SHUTDOWN_POLL_SECONDS = 0.02
+# Size of the vectors /v1/embeddings answers with (a request's "dimensions" wins).
+DEFAULT_EMBEDDING_DIMS = 64
 # Model listed by GET /v1/models when no per-model reply is queued.
 DEFAULT_MODEL = "scripted-model"
 
@@ -178,7 +180,8 @@ class ScriptedLLMServer:
     list that breaks the chat-completions rules (``validate_messages``: tool
     results without their call, unanswered calls, two user or two assistant
     messages in a row, ``_`` metadata keys on the wire); ``strict=False``
-    turns that off. ``requests`` records every request; the server stops
+    turns that off. ``POST /v1/embeddings`` answers deterministic vectors
+    (``scripted_embedding``), or the ``embedder``'s. ``requests`` records every request; the server stops
     itself after ``lifetime`` seconds.
 
     Example:
@@ -193,10 +196,13 @@ class ScriptedLLMServer:
         lifetime: float = DEFAULT_LIFETIME,
         strict: bool = True,
         responder: Callable[[dict[str, Any]], Reply] | None = None,
+        embedder: Callable[[list[str]], list[list[float]]] | None = None,
     ) -> None:
         self.lifetime = lifetime
         self.strict = strict
         self.responder = responder
+        self.embedding_dims = DEFAULT_EMBEDDING_DIMS
+        self.embedder = embedder
         self.requests: list[RecordedRequest] = []
         self._shared: deque[Reply] = deque()
         self._by_model: dict[str, deque[Reply]] = {}
@@ -351,6 +357,9 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         self._record_request(body)
+        if self.path.rstrip("/").endswith("/embeddings"):
+            self._send_embeddings(body)
+            return
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send_json(404, _error_body(f"no route for POST {self.path}", "not_found"))
             return
@@ -366,6 +375,36 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(NO_REPLY_STATUS, _error_body(NO_REPLY_MESSAGE, "server_error"))
             return
         self._serve(reply, body)
+
+    def _send_embeddings(self, body: Any) -> None:
+        """``/v1/embeddings``: deterministic vectors (hashed character trigrams), any model."""
+        texts = body.get("input") if isinstance(body, dict) else None
+        if isinstance(texts, str):
+            texts = [texts]
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            self._send_json(
+                400,
+                _error_body(
+                    "'input' must be a string or an array of strings", "invalid_request_error"
+                ),
+            )
+            return
+        dims = body.get("dimensions") or self.scripted.embedding_dims
+        if self.scripted.embedder is not None:
+            vectors = [list(map(float, v)) for v in self.scripted.embedder(texts)]
+        else:
+            vectors = [scripted_embedding(t, int(dims)) for t in texts]
+        data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+        tokens = sum(estimate_tokens_rough(t) for t in texts)
+        self._send_json(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model") or DEFAULT_MODEL,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
 
     def _record_request(self, body: Any) -> None:
         headers = {k.lower(): v for k, v in self.headers.items()}
@@ -433,6 +472,22 @@ class _Handler(BaseHTTPRequestHandler):
         # Close without the terminating zero-length chunk: the body is cut short.
         self.wfile.flush()
         self.close_connection = True
+
+
+def scripted_embedding(text: str, dims: int = 64) -> list[float]:
+    """A deterministic unit vector for ``text``: its lower-cased character trigrams, hashed.
+
+    Texts that share words get similar vectors, so similarity search behaves
+    sensibly in tests; nothing here is a real embedding model.
+    """
+    import zlib
+
+    vector = [0.0] * dims
+    folded = f"  {' '.join(text.lower().split())}  "
+    for i in range(len(folded) - 2):
+        vector[zlib.crc32(folded[i : i + 3].encode("utf-8", "surrogatepass")) % dims] += 1.0
+    norm = sum(v * v for v in vector) ** 0.5 or 1.0
+    return [v / norm for v in vector]
 
 
 def _sequence_problem(body: dict[str, Any]) -> str | None:

@@ -18,6 +18,7 @@ ENTRY_POINT_GROUP = "hermes_context.memory_providers"
 # Built in: name -> "module:attribute" (imported only when chosen).
 BUILTIN = {
     "local": "hermes_context.providers.local:LocalMemoryProvider",
+    "mem0": "hermes_context.providers.mem0:Mem0Provider",
 }
 
 
