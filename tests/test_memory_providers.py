@@ -228,3 +228,39 @@ def test_a_chinese_question_finds_items_sharing_some_of_its_words(local):
     local.add("女儿对花生过敏，出门要带药。")
     local.add("周三下午开周会。")
     assert local.search("我女儿对什么东西过敏？")[0].text == "女儿对花生过敏，出门要带药。"
+
+
+def test_the_configured_model_extracts_facts_and_the_rules_stand_in_when_it_fails(
+    hermes_home, tmp_path
+):
+    from hermes_context import load_config
+    from hermes_context.providers.local import LLM_EXTRACTION_PROMPT
+
+    replies = iter(
+        [
+            Reply.text(
+                '```json\n{"facts": ["Alice\'s staging database listens on port 6543."]}\n```'
+            ),
+            Reply.error(500, "down"),
+        ]
+    )
+
+    def respond(body):
+        assert body["messages"][0]["content"] == LLM_EXTRACTION_PROMPT
+        return next(replies)
+
+    with ScriptedLLMServer(responder=respond) as srv:
+        (hermes_home / "config.yaml").write_text(
+            f"model:\n  base_url: {srv.base_url}\n  name: scripted-model\n", encoding="utf-8"
+        )
+        provider = LocalMemoryProvider(tmp_path / "m.db", use_embeddings=False)
+        provider.initialize("s1", user_id="alice", config=load_config(hermes_home=hermes_home))
+        provider.sync_turn("staging is on 6543, by the way", "Noted.", "s1", [])
+        provider.sync_turn("My favourite editor is Helix.", "Nice.", "s1", [])
+        status = provider.status()
+        texts = {h.text for h in provider.search("staging database port editor Helix", k=10)}
+        provider.shutdown()
+    assert "Alice's staging database listens on port 6543." in texts
+    assert "My favourite editor is Helix." in texts  # the rules, after the model failed
+    assert status["extraction"] == "LLM (rules on failure)"
+    assert status["llm_extractions"] == 1 and status["extraction_errors"] == 1

