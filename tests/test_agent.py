@@ -13,7 +13,8 @@ import pytest
 
 from hermes_context import LLMAPIError, SessionDB, validate_messages
 from hermes_context.agent import AIAgent
-from hermes_context.agent.core import MAX_ITERATIONS_TEXT, NOTICE_TEXT
+from hermes_context.agent.core import MAX_ITERATIONS_TEXT
+from hermes_context.agent.wire import NOTICE_TEXT
 from hermes_context.errors import ConfigError
 from hermes_context.llm.testing import Reply, ScriptedLLMServer
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import sys
 import threading
 import time
@@ -20,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..compression import SUMMARY_END_MARKER, SUMMARY_KEY, CompressionResult, ContextCompressor
+from ..compression import SUMMARY_KEY, CompressionResult, ContextCompressor
 from ..config import Config, load_config
 from ..errors import ConfigError, LLMAPIError
 from ..llm import ChatClient, ChatResponse, build_summarizer
@@ -33,7 +32,7 @@ from ..tokens import estimate_messages_tokens_rough, estimate_tokens_rough
 from ..tools import DEFAULT_TOOLSETS, Tool, ToolContext, ToolRegistry, builtin_registry
 from . import model as model_request
 from . import prompt as prompts
-from . import review
+from . import review, wire
 from .breakdown import context_breakdown
 from .events import describe_event
 from .summary import ConversationSummarizer, cached_tokens
@@ -45,16 +44,6 @@ StreamCallback = Callable[[str], None]
 PROVIDER_TOOLSET = "memory_provider"
 # Share of the threshold at which the model gets one note that compaction is near.
 DEFAULT_NOTICE_PERCENT = 0.85
-NOTICE_TEXT = (
-    "[System note, not from the user: this conversation is at {percent:.0%} of the size "
-    "that triggers compaction. Older turns will soon be replaced by a summary. If you "
-    "learned durable facts worth keeping beyond this session, save them with the memory "
-    "tool now; then carry on with the task.]"
-)
-RECALL_HINT = (
-    "(This summary is stored as message {id}; session_recall with summary_message_id={id} "
-    "returns the original messages it replaced.)"
-)
 MAX_ITERATIONS_TEXT = (
     "I stopped after {n} model requests in this turn (the max_iterations limit) before "
     "finishing. Tell me to continue, or raise max_iterations."
@@ -75,8 +64,6 @@ PROGRESS_NOTICES = {
 }
 # After "context length exceeded", the retry aims at this share of the refused prompt.
 OVERFLOW_SHRINK = 0.6
-# "maximum context length is 8192 tokens", "context window of 32,768 tokens"...
-_WINDOW_RE = re.compile(r"(?:context|window|maximum)[^0-9]{0,40}?(\d[\d,]{2,})\s*tokens", re.I)
 
 
 class AIAgent:
@@ -556,7 +543,7 @@ class AIAgent:
             if m.get(SUMMARY_KEY) and self._ids[i]:
                 if out is messages:
                     out = list(messages)
-                out[i] = _with_recall_hint(m, self._ids[i])
+                out[i] = wire.with_recall_hint(m, self._ids[i])
         return out
 
     def _wire_messages(self) -> list[dict[str, Any]]:
@@ -564,7 +551,7 @@ class AIAgent:
         recall for this turn, maybe the notice."""
         out = self.with_recall_hints(self.messages)
         if self._recall:
-            out = _with_recall_block(out, self._recall)
+            out = wire.with_recall_block(out, self._recall)
         notice = self._notice()
         if notice and out[-1].get("role") == "user" and isinstance(out[-1].get("content"), str):
             # Another user message would make two in a row: the note joins this one.
@@ -585,7 +572,7 @@ class AIAgent:
             return None
         self._noticed = True
         self._emit("context_notice", tokens=tokens, threshold=threshold)
-        return NOTICE_TEXT.format(percent=tokens / threshold)
+        return wire.NOTICE_TEXT.format(percent=tokens / threshold)
 
     def _run_tools(self, calls: list[dict[str, Any]]) -> None:
         for call in calls:
@@ -680,7 +667,7 @@ class AIAgent:
 
     def _recover_from_overflow(self, err: LLMAPIError) -> dict[str, Any]:
         """The provider said the prompt is too long: learn its window, compress hard."""
-        window = _window_from_error(str(err))
+        window = wire.window_from_error(str(err))
         if window and window < self.compressor.context_length:
             self.compressor.update_model(context_length=window)
             self._emit(
@@ -754,7 +741,7 @@ class AIAgent:
 
     def _persist_prune(self, pruned: list[dict[str, Any]], reclaimed: int) -> None:
         before = list(self.messages)
-        result = _prune_outcome(before, pruned, reclaimed)
+        result = wire.prune_outcome(before, pruned, reclaimed)
         self._persist_compression(before, result)
         self._emit("pruned", reclaimed=reclaimed)
 
@@ -858,49 +845,3 @@ def _provider_handler(manager: MemoryManager, name: str) -> Any:
         return manager.handle_tool_call(name, args)
 
     return handler
-
-
-def _with_recall_block(messages: list[dict[str, Any]], block: str) -> list[dict[str, Any]]:
-    """The provider's recall appended to this turn's user message, on the wire only."""
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if m.get("role") == "user" and not m.get(SUMMARY_KEY) and isinstance(m.get("content"), str):
-            out = list(messages)
-            out[i] = {**m, "content": f"{m['content']}\n\n{block}"}
-            return out
-    return messages
-
-
-def _window_from_error(text: str) -> int | None:
-    match = _WINDOW_RE.search(text)
-    return int(match.group(1).replace(",", "")) if match else None
-
-
-def _with_recall_hint(message: dict[str, Any], message_id: int | None) -> dict[str, Any]:
-    content = message.get("content")
-    if not isinstance(content, str) or message_id is None:
-        return message
-    hint = RECALL_HINT.format(id=message_id)
-    if SUMMARY_END_MARKER in content:
-        content = content.replace(SUMMARY_END_MARKER, f"{hint}\n\n{SUMMARY_END_MARKER}", 1)
-    else:
-        content = f"{content}\n\n{hint}"
-    return {**message, "content": content}
-
-
-def _prune_outcome(
-    before: list[dict[str, Any]], pruned: list[dict[str, Any]], reclaimed: int
-) -> CompressionResult:
-    """A prune as a ``CompressionResult`` the session store can persist losslessly."""
-    tokens_before = estimate_messages_tokens_rough(before)
-    result = CompressionResult(
-        messages=pruned,
-        tokens_before=tokens_before,
-        tokens_after=tokens_before - reclaimed,
-        lineage=[[i] for i in range(len(pruned))],
-    )
-    result.report.pruned = [
-        i for i, (a, b) in enumerate(zip(before, pruned, strict=True)) if a != b
-    ]
-    result.report.summariser = "none"
-    return result
