@@ -90,9 +90,28 @@ def test_models_endpoint_lists_scripted_models(scripted_llm):
 
 
 def test_unknown_path_is_404(scripted_llm):
-    status, _, text = post(scripted_llm, {}, path="/embeddings")
+    status, _, text = post(scripted_llm, {}, path="/images/generations")
     assert status == 404
     assert "no route" in text
+
+
+def test_embeddings_are_deterministic_unit_vectors(scripted_llm):
+    status, _, text = post(
+        scripted_llm, {"model": "e", "input": ["port 6543", "port 6543", "tea"]}, path="/embeddings"
+    )
+    data = json.loads(text)["data"]
+    assert status == 200 and [d["index"] for d in data] == [0, 1, 2]
+    a, b, c = (d["embedding"] for d in data)
+    assert a == b and a != c and len(a) == 64
+    assert abs(sum(x * x for x in a) - 1.0) < 1e-9
+    status, _, text = post(scripted_llm, {"input": 5}, path="/embeddings")
+    assert status == 400 and "'input' must be" in text
+
+
+def test_embeddings_from_an_embedder():
+    with ScriptedLLMServer(embedder=lambda texts: [[float(len(t)), 0.0] for t in texts]) as srv:
+        status, _, text = post(srv, {"input": "abc"}, path="/embeddings")
+    assert json.loads(text)["data"][0]["embedding"] == [3.0, 0.0]
 
 
 def test_non_stream_completion_shape(scripted_llm):
