@@ -77,6 +77,16 @@ memory:
 
 skills:
   creation_nudge_interval: 15
+
+bridge:
+  host: 127.0.0.1
+  port: 8642
+  max_agents: 8
+  idle_seconds: 1800
+  skip_memory: true
+  max_request_bytes: 1000000
+  rate_limit_per_minute: 120
+  cors_origins: ''
 """
 NO_FILE = "none (defaults and environment only)"
 

@@ -16,6 +16,7 @@ from hermes_context import Config, ConfigError, ContextCompressor, load_config
 from hermes_context.config import (
     DEFAULT_CONFIG_YAML,
     AuxiliaryModelConfig,
+    BridgeConfig,
     CompressionConfig,
     MemoryConfig,
     ModelConfig,
@@ -58,6 +59,7 @@ SECTIONS = {
     "auxiliary.compression": AuxiliaryModelConfig,
     "memory": MemoryConfig,
     "skills": SkillsConfig,
+    "bridge": BridgeConfig,
 }
 # Settings the agent loop (being built) reads; accepted, listed as "used by the agent".
 AGENT_SETTINGS = {
@@ -667,6 +669,7 @@ def test_to_dict_shape(tmp_path):
         "auxiliary",
         "memory",
         "skills",
+        "bridge",
         "hermes_home",
         "path",
     ]

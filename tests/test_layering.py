@@ -33,6 +33,7 @@ COMPOSITION = {
     "providers": BOTTOM | MIDDLE,
     "references": BOTTOM | {"tools"},
     "agent": BOTTOM | MIDDLE | {"tools", "references", "providers"},
+    "bridge": BOTTOM | MIDDLE | {"agent"},
 }
 # What each component may import besides itself. The root package sits above
 # every layer; cli uses the public API (no ``_private`` module or name of

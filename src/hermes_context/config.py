@@ -386,6 +386,31 @@ class SkillsConfig:
 
 
 @dataclass
+class BridgeConfig:
+    """``bridge.*``: the HTTP service (``hermes-context bridge serve``)."""
+
+    host: str = _setting("127.0.0.1", "address the bridge listens on")
+    port: int = _setting(8642, "its port", check=_at_least(1))
+    max_agents: int = _setting(
+        8, "agents kept in memory (least recently used ones are closed)", check=_at_least(1)
+    )
+    idle_seconds: int = _setting(
+        1800, "an agent idle this long is closed (0: only when evicted)", check=_COUNT
+    )
+    skip_memory: bool = _setting(
+        True,
+        "the seed's bridge: no provider, review or nudges (false: each user's own memory)",
+    )
+    max_request_bytes: int = _setting(
+        1_000_000, "largest request body accepted", check=_at_least(1)
+    )
+    rate_limit_per_minute: int = _setting(
+        120, "requests per minute per token (0: no limit)", check=_COUNT
+    )
+    cors_origins: str = _setting("", "comma-separated origins allowed by CORS ('': CORS off)")
+
+
+@dataclass
 class Config:
     """The whole configuration. Build it with ``load_config``."""
 
@@ -394,6 +419,7 @@ class Config:
     auxiliary: AuxiliaryConfig = field(default_factory=AuxiliaryConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     skills: SkillsConfig = field(default_factory=SkillsConfig)
+    bridge: BridgeConfig = field(default_factory=BridgeConfig)
     hermes_home: Path = field(default_factory=resolve_hermes_home)
     path: Path | None = None
 

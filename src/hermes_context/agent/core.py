@@ -99,6 +99,8 @@ class AIAgent:
             is configured, else the deterministic summariser).
         use_llm_summary: False: summarise deterministically, never with the LLM.
         source: Recorded on new sessions (``cli``, ``bridge``...).
+        memory_home: Folder of this agent's memory files, skills and provider
+            data (default: the home); state.db, config and SOUL.md stay in the home.
         retry_delays: Seconds before each retry of a transient failure.
     """
 
@@ -126,6 +128,7 @@ class AIAgent:
         summarizer: Callable[[list[dict[str, Any]]], str] | None = None,
         use_llm_summary: bool | None = None,
         source: str = "agent",
+        memory_home: str | Path | None = None,
         retry_delays: tuple[float, ...] = model_request.RETRY_DELAYS,
         tools: ToolRegistry | None = None,
     ) -> None:
@@ -155,6 +158,13 @@ class AIAgent:
         self.retry_delays = retry_delays
         self.cwd = Path(cwd or Path.cwd()).resolve()
         self.hermes_home = self.config.hermes_home
+        # Where this agent's memory, skills and provider data live (per user in the bridge).
+        self.memory_home = Path(memory_home) if memory_home is not None else self.hermes_home
+        self._memory_config = (
+            dataclasses.replace(self.config, hermes_home=self.memory_home)
+            if memory_home is not None
+            else self.config
+        )
         self.notice_percent = DEFAULT_NOTICE_PERCENT
         self.client = ChatClient(base_url=mc.base_url, api_key=mc.resolved_api_key(), model=mc.name)
         self._summarizer: ConversationSummarizer | None = None
@@ -169,7 +179,7 @@ class AIAgent:
             status_callback=self._on_compression_event,
         )
         self.memory = self._open_memory(skip_memory, enabled_toolsets)
-        self.skills = SkillStore.from_config(self.config)
+        self.skills = SkillStore.from_config(self._memory_config)
         self.tools = tools or builtin_registry()
         self.toolsets = self._pick_toolsets(enabled_toolsets)
         self.tool_schemas = self.tools.schemas(self.toolsets)
@@ -249,7 +259,7 @@ class AIAgent:
         mem = self.config.memory
         if (skip_memory and not requested) or not (mem.memory_enabled or mem.user_profile_enabled):
             return None
-        store = MemoryStore.from_config(self.config)
+        store = MemoryStore.from_config(self._memory_config)
         store.load_from_disk()
         return store
 
@@ -263,8 +273,8 @@ class AIAgent:
             manager.initialize(
                 self.session_id,
                 user_id=self.user_id,
-                hermes_home=self.hermes_home,
-                config=self.config,
+                hermes_home=self.memory_home,
+                config=self._memory_config,
             )
             for schema in manager.tool_schemas():
                 tool_name = str(schema.get("function", {}).get("name", ""))

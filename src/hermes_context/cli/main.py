@@ -14,6 +14,7 @@ from .. import __version__
 
 # Subcommands are imported only when used, so ``--help`` and each command stay fast.
 _SUBCOMMANDS = {
+    "bridge": ("hermes_context.cli.bridge_cmd", "bridge"),
     "chat": ("hermes_context.cli.agent_cmd", "chat"),
     "compress": ("hermes_context.cli.compress_cmd", "compress"),
     "config": ("hermes_context.cli.config_cmd", "config"),
@@ -71,3 +72,7 @@ def main() -> None:
     warnings.showwarning = _show_warning  # one line, no source location
     _set_stream_errors()
     cli(prog_name="hermes-context")
+
+
+if __name__ == "__main__":
+    main()

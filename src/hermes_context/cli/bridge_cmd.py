@@ -1,0 +1,95 @@
+"""``hermes-context bridge``: run the HTTP bridge, manage its tokens."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import click
+
+from ..bridge import TokenStore, create_app
+from ..config import load_config
+from ._common import (
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    emit_json,
+    fail,
+    handle_errors,
+    home_option,
+    json_option,
+)
+
+
+@click.group("bridge")
+def bridge() -> None:
+    """The HTTP bridge: agents per session behind an authenticated API (extra [bridge])."""
+
+
+@bridge.command("serve")
+@click.option(
+    "--host", default=None, help="Address to listen on (default: bridge.host, 127.0.0.1)."
+)
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=None, help="Port (default: bridge.port, 8642)."
+)
+@home_option
+@handle_errors
+def serve(host: str | None, port: int | None, hermes_home: str | None) -> None:
+    """Serve the bridge until interrupted (Ctrl-C closes every agent cleanly)."""
+    config = load_config(hermes_home=hermes_home)
+    try:
+        import uvicorn
+    except ImportError:
+        fail('the bridge needs its extra: pip install "hermes-context[bridge]"', EXIT_USAGE)
+    app = create_app(config)
+    if not TokenStore(config.hermes_home).entries():
+        click.echo("warning: no tokens yet: hermes-context bridge token add USER", err=True)
+    uvicorn.run(
+        app, host=host or config.bridge.host, port=port or config.bridge.port, log_level="warning"
+    )
+
+
+@bridge.group("token")
+def token() -> None:
+    """Bearer tokens: each maps to one user id."""
+
+
+@token.command("add")
+@click.argument("user_id")
+@home_option
+@handle_errors
+def token_add(user_id: str, hermes_home: str | None) -> None:
+    """Make a token for USER_ID; it is printed once, as the last word of the output."""
+    store = TokenStore(load_config(hermes_home=hermes_home).hermes_home)
+    try:
+        token_id, value = store.add(user_id)
+    except ValueError as exc:
+        fail(str(exc), EXIT_USAGE)
+    click.echo(f"token {token_id} for {user_id} (shown once; only its hash is stored): {value}")
+
+
+@token.command("list")
+@home_option
+@json_option
+@handle_errors
+def token_list(hermes_home: str | None, as_json: bool) -> None:
+    """The tokens' ids and users (never the tokens)."""
+    entries = TokenStore(load_config(hermes_home=hermes_home).hermes_home).entries()
+    if as_json:
+        emit_json({"tokens": entries})
+        return
+    if not entries:
+        click.echo("no tokens")
+    for e in entries:
+        when = dt.datetime.fromtimestamp(e["created_at"], dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        click.echo(f"{e['id']}  {e['user_id']}  {when}")
+
+
+@token.command("revoke")
+@click.argument("token_id")
+@home_option
+@handle_errors
+def token_revoke(token_id: str, hermes_home: str | None) -> None:
+    """Revoke the token with TOKEN_ID (see token list)."""
+    if not TokenStore(load_config(hermes_home=hermes_home).hermes_home).revoke(token_id):
+        fail(f"no token {token_id!r}: see `hermes-context bridge token list`", EXIT_NOT_FOUND)
+    click.echo(f"revoked {token_id}")
