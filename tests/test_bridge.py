@@ -321,3 +321,27 @@ def test_memory_is_off_in_the_seed_mode(hermes_home, model):
     with client:
         response = client.get("/v1/memory", headers=alice)
     assert response.status_code == 409 and "skip_memory" in response.json()["error"]["message"]
+
+
+def test_file_tools_are_confined_to_the_users_workspace(hermes_home, tmp_path):
+    replies = iter(
+        [
+            Reply.tool_calls(
+                [
+                    {
+                        "id": "f1",
+                        "name": "write_file",
+                        "arguments": {"path": "note.txt", "content": "hi"},
+                    }
+                ]
+            ),
+            Reply.text("written"),
+        ]
+    )
+    with ScriptedLLMServer(responder=lambda body: next(replies)) as srv:
+        client, alice, _ = make_client(hermes_home, srv)
+        with client:
+            session = client.post("/v1/sessions", headers=alice).json()["id"]
+            run_turn(client, alice, session, "write a note")
+    written = list((hermes_home / "users").glob("alice-*/workspace/note.txt"))
+    assert len(written) == 1 and written[0].read_text() == "hi"

@@ -20,13 +20,14 @@ import time
 import uuid
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 from sse_starlette.sse import EventSourceResponse
 
@@ -86,7 +87,12 @@ def create_app(config: Config, *, tokens: TokenStore | None = None) -> FastAPI:
     def factory(session_id: str | None, user_id: str) -> AIAgent:
         # The seed's bridge call (part 4.1), plus the session, user and home; with
         # bridge.skip_memory false, the user's own memory, skills and provider (seed 4.3).
+        # Each user's file tools and @file references are confined to their own workspace,
+        # never the server's working directory.
+        workspace = user_home(config, user_id) / "workspace"
+        workspace.mkdir(parents=True, exist_ok=True, mode=0o700)
         return AIAgent(
+            cwd=workspace,
             memory_home=None if settings.skip_memory else user_home(config, user_id),
             max_iterations=90,
             quiet_mode=True,
@@ -178,6 +184,14 @@ def create_app(config: Config, *, tokens: TokenStore | None = None) -> FastAPI:
         if row is None or row.get("user_id") != user_id:
             raise BridgeError(404, f"no session {session_id!r}", "not_found")
         return row
+
+    @app.get("/ui", include_in_schema=False)
+    def ui() -> HTMLResponse:
+        return HTMLResponse(_static("index.html"))
+
+    @app.get("/ui/app.js", include_in_schema=False)
+    def ui_script() -> Response:
+        return Response(_static("app.js"), media_type="text/javascript")
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
@@ -455,6 +469,11 @@ def _newest_user_text(messages: list[dict[str, Any]]) -> str:
 
 
 # -- views ---------------------------------------------------------------------------
+
+
+def _static(name: str) -> str:
+    """A file of the web inspector (shipped in the package, no build step)."""
+    return resources.files(__package__).joinpath("static", name).read_text(encoding="utf-8")
 
 
 def user_home(config: Config, user_id: str) -> Path:

@@ -1,0 +1,235 @@
+"""Bridge load benchmark: many concurrent sessions streaming tool-using turns.
+
+A real bridge (uvicorn on 127.0.0.1, in this process) in front of the scripted
+model server, which answers every request after ``--latency`` seconds: each
+turn is one tool call (``read_file``) and one answer, streamed. ``--sessions``
+clients run ``--turns`` turns each, all at once (httpx, async). A share of
+the clients (``--drop``) hang up in the middle of a stream.
+
+Reported: turns per second; the bridge's own time per turn — the turn's wall
+time minus the same two model requests made directly against the scripted
+server (the baseline, measured in the same run) — at p50 and p95; memory per
+cached agent (tracemalloc, building ``bridge.max_agents`` agents); and after
+the run, that no agent, turn thread or connection is left behind.
+
+Usage: python benchmarks/bridge.py [--sessions 100] [--turns 20] [--latency 0.02] [--drop 0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from hermes_context import load_config
+from hermes_context.bridge import TokenStore, create_app
+from hermes_context.llm.testing import Reply, ScriptedLLMServer
+
+CALLS = itertools.count(1)
+
+
+def responder(latency: float):  # type: ignore[no-untyped-def]
+    def respond(body: dict[str, Any]) -> Reply:
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            reply = Reply.text("The file says hello.")
+        else:
+            call = {
+                "id": f"c{next(CALLS)}",
+                "name": "read_file",
+                "arguments": {"path": "notes.txt"},
+            }
+            reply = Reply.tool_calls([call])
+        return Reply.delay(latency, reply) if latency else reply
+
+    return respond
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def one_session(
+    client: httpx.AsyncClient, headers: dict[str, str], turns: int, drop: bool
+) -> list[float]:
+    session = (await client.post("/v1/sessions", headers=headers)).json()["id"]
+    times = []
+    for n in range(turns):
+        start = time.perf_counter()
+        async with client.stream(
+            "POST", f"/v1/sessions/{session}/turns", json={"message": f"turn {n}"}, headers=headers
+        ) as response:
+            async for line in response.aiter_lines():
+                if drop and n == turns // 2 and line.startswith("event: tool"):
+                    break  # hang up mid-stream: the turn must still finish server-side
+                if line.startswith("event: done"):
+                    times.append(time.perf_counter() - start)
+                    break
+    return times
+
+
+def baseline(model: ScriptedLLMServer, requests: int) -> list[float]:
+    """The same two requests per turn, straight to the scripted server."""
+    client = httpx.Client(base_url=model.base_url, timeout=30)
+    times = []
+    user = [{"role": "user", "content": "hi"}]
+    tool_turn = [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "b1",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "b1", "content": "hello"},
+    ]
+    for _ in range(requests):
+        start = time.perf_counter()
+        client.post("/chat/completions", json={"model": "m", "messages": user, "stream": True})
+        client.post("/chat/completions", json={"model": "m", "messages": tool_turn, "stream": True})
+        times.append(time.perf_counter() - start)
+    client.close()
+    return times
+
+
+def agent_memory(home: Path, count: int) -> float:
+    """MiB of Python allocations per agent, building ``count`` of them."""
+    from hermes_context.agent import AIAgent
+
+    config = load_config(hermes_home=home)
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    agents = [
+        AIAgent(
+            config=config,
+            quiet_mode=True,
+            skip_memory=True,
+            load_soul_identity=False,
+            skip_context_files=True,
+        )
+        for _ in range(count)
+    ]
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    size = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    for agent in agents:
+        agent.close()
+    return size / count / 2**20
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+
+
+async def drive(
+    base: str, token: str, sessions: int, turns: int, drop: float
+) -> tuple[list[float], float]:
+    headers = {"Authorization": f"Bearer {token}"}
+    limits = httpx.Limits(max_connections=sessions + 10, max_keepalive_connections=sessions + 10)
+    async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client:
+        start = time.perf_counter()
+        dropping = max(0, int(sessions * drop))
+        results = await asyncio.gather(
+            *(one_session(client, headers, turns, i < dropping) for i in range(sessions))
+        )
+        elapsed = time.perf_counter() - start
+    return [t for r in results for t in r], elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--latency", type=float, default=0.02, help="model seconds per request")
+    parser.add_argument(
+        "--drop", type=float, default=0.1, help="share of clients that hang up once"
+    )
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    threads_before = threading.active_count()
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        ScriptedLLMServer(responder=responder(args.latency)) as model,
+    ):
+        home = Path(tmp)
+        (home / "config.yaml").write_text(
+            f"model:\n  base_url: {model.base_url}\n  name: scripted-model\n"
+            "bridge:\n  rate_limit_per_minute: 0\n",
+            encoding="utf-8",
+        )
+        Path(tmp, "notes.txt").write_text("hello\n", encoding="utf-8")
+        config = load_config(hermes_home=home)
+        token = TokenStore(home).add("load")[1]
+        app = create_app(config)
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.05)
+        print(f"{args.sessions} sessions x {args.turns} turns ...", file=sys.stderr)
+        turn_times, elapsed = asyncio.run(
+            drive(f"http://127.0.0.1:{port}", token, args.sessions, args.turns, args.drop)
+        )
+        pool = app.state.pool
+        deadline = time.monotonic() + 30
+        while (
+            any(t.name.startswith("turn-") for t in threading.enumerate())
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.1)
+        leftover_turns = sum(t.name.startswith("turn-") for t in threading.enumerate())
+        cached = len(pool)
+        base_times = baseline(model, 200)
+        memory = agent_memory(home, config.bridge.max_agents)
+        server.should_exit = True
+        thread.join(15)
+    threads_after = threading.active_count()
+    overhead = [t - statistics.median(base_times) for t in turn_times]
+    report = {
+        "sessions": args.sessions,
+        "turns_done": len(turn_times),
+        "turns_per_s": len(turn_times) / elapsed,
+        "turn_p50_ms": statistics.median(turn_times) * 1000,
+        "turn_p95_ms": p95(turn_times) * 1000,
+        "baseline_p50_ms": statistics.median(base_times) * 1000,
+        "overhead_p50_ms": statistics.median(overhead) * 1000,
+        "overhead_p95_ms": p95(overhead) * 1000,
+        "mib_per_agent": memory,
+        "cached_agents_after": cached,
+        "turn_threads_left": leftover_turns,
+        "threads_before": threads_before,
+        "threads_after": threads_after,
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for key, value in report.items():
+            print(f"{key:>22}: {value:,.2f}" if isinstance(value, float) else f"{key:>22}: {value}")
+    ok = leftover_turns == 0 and cached <= config.bridge.max_agents
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

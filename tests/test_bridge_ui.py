@@ -1,0 +1,104 @@
+"""The web inspector in a real headless Chromium (Debian's package) driven by Playwright.
+
+A real bridge (uvicorn on 127.0.0.1) in front of the scripted model server: log
+in with a token, run turns until one compresses, see the status and the
+summary appear, expand it to its originals, search a word of a compacted
+message and find it highlighted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("fastapi", reason='the bridge needs pip install "hermes-context[bridge]"')
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is missing: apt-get install -y chromium"
+)
+
+import uvicorn  # noqa: E402
+
+from hermes_context import load_config  # noqa: E402
+from hermes_context.bridge import TokenStore, create_app  # noqa: E402
+from hermes_context.llm.testing import Reply, ScriptedLLMServer  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def bridge(hermes_home):
+    with ScriptedLLMServer(responder=lambda body: Reply.text("Noted, carrying on.")) as model:
+        (hermes_home / "config.yaml").write_text(
+            f"model:\n  base_url: {model.base_url}\n  name: scripted-model\n"
+            "  context_length: 12000\n",
+            encoding="utf-8",
+        )
+        token = TokenStore(hermes_home).add("ui-user")[1]
+        app = create_app(load_config(hermes_home=hermes_home))
+        port = free_port()
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+        )
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        for _ in range(100):
+            if server.started:
+                break
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}", token
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_inspector_shows_compression_summaries_originals_and_search(bridge):
+    base, token = bridge
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page()
+        page.goto(f"{base}/ui")
+        page.fill("#token", token)
+        page.click("#login-button")
+        page.wait_for_selector("#login", state="hidden")
+        page.click("#new-session")
+        page.wait_for_selector(".session.active")
+        compressed = False
+        for n in range(12):
+            page.fill("#input", f"Note {n}: the quokka{n} batch " + "needs careful review " * 260)
+            page.click("#send")
+            page.wait_for_selector("#status .done", timeout=30_000)
+            if page.locator("#status .compress").count():
+                compressed = True
+            if page.locator(".msg.summary").count():
+                break
+        assert compressed, "no compression status was shown"
+        summary = page.locator(".msg.summary").first
+        assert "summary (compressed context)" in summary.inner_text()
+        summary.locator("button.expand").click()
+        originals = summary.locator(".originals")
+        originals.wait_for(state="visible")
+        # The first turns stay in the protected head; the middle ones were summarised.
+        word = re.search(r"quokka\d+", originals.inner_text()).group()
+        page.fill("#query", word)
+        page.click("#search-form button")
+        page.wait_for_selector("#hits .hit")
+        hit = page.locator("#hits .hit").first
+        assert hit.locator("mark").first.inner_text().lower() == word
+        assert "(compacted)" in hit.inner_text()
+        assert page.locator("#parts tr").count() >= 5
+        shot = os.environ.get("HERMES_UI_SCREENSHOT")  # docs/bridge.md's picture
+        if shot:
+            summary.scroll_into_view_if_needed()
+            page.screenshot(path=shot, full_page=False)
+        browser.close()
