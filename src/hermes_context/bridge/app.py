@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import queue
 import re
 import threading
 import time
@@ -319,12 +318,15 @@ def create_app(config: Config, *, tokens: TokenStore | None = None) -> FastAPI:
 
 def _start_turn(
     pool: AgentPool, slot: Slot, session_id: str, text: str, db: SessionDB
-) -> queue.Queue[Any]:
+) -> asyncio.Queue[Any]:
     """Run the turn on a worker thread; its events arrive on the returned queue (None ends it).
 
-    The turn finishes (and is persisted) even when the client goes away.
+    Events are handed to the event loop with ``call_soon_threadsafe``: a stream
+    waiting for its next event holds no thread, so a hundred open streams cost
+    a hundred coroutines, not a hundred executor threads. The turn finishes
+    (and is persisted) even when the client goes away.
     """
-    events: queue.Queue[Any] = queue.Queue()
+    events = _ThreadsafeQueue(asyncio.get_running_loop())
 
     def status(event: str, data: dict[str, Any]) -> None:
         if event == "tool_call":
@@ -384,17 +386,31 @@ def _start_turn(
     return events
 
 
-async def _next(events: queue.Queue[Any]) -> Any:
-    return await asyncio.get_running_loop().run_in_executor(None, events.get)
+class _ThreadsafeQueue(asyncio.Queue):
+    """An asyncio queue that worker threads can ``put`` into."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._owner = loop
+
+    def put(self, item: Any) -> None:  # type: ignore[override]
+        try:
+            self._owner.call_soon_threadsafe(self.put_nowait, item)
+        except RuntimeError:  # the loop has closed (server shutting down): nobody listens
+            pass
 
 
-async def _relay(events: queue.Queue[Any]) -> AsyncIterator[dict[str, str]]:
+async def _next(events: asyncio.Queue[Any]) -> Any:
+    return await events.get()
+
+
+async def _relay(events: asyncio.Queue[Any]) -> AsyncIterator[dict[str, str]]:
     while (item := await _next(events)) is not None:
         kind, data = item
         yield {"event": kind, "data": json.dumps(data, ensure_ascii=False, default=str)}
 
 
-async def _collect(events: queue.Queue[Any]) -> tuple[str, dict[str, Any]]:
+async def _collect(events: asyncio.Queue[Any]) -> tuple[str, dict[str, Any]]:
     final, usage, error = "", {}, None
     while (item := await _next(events)) is not None:
         kind, data = item
@@ -407,7 +423,7 @@ async def _collect(events: queue.Queue[Any]) -> tuple[str, dict[str, Any]]:
     return final, usage
 
 
-async def _openai_chunks(events: queue.Queue[Any], model: str) -> AsyncIterator[dict[str, str]]:
+async def _openai_chunks(events: asyncio.Queue[Any], model: str) -> AsyncIterator[dict[str, str]]:
     chunk_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
     created = int(time.time())
 
