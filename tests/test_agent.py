@@ -591,3 +591,46 @@ def test_skills_saved_by_the_model_reach_the_next_sessions_index(server, workspa
     prompt = sent_messages(server)[0]["content"]
     assert "- release-checklist: Steps to cut a release of this project." in prompt
     assert "skill_view" in prompt
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        [{"role": "user", "content": "a turn whose answer never came"}],
+        [
+            {"role": "user", "content": "read it"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "k1",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": "{}"},
+                    },
+                    {
+                        "id": "k2",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": "{}"},
+                    },
+                ],
+            },
+            {"role": "tool", "tool_call_id": "k1", "content": "partial"},
+        ],
+    ],
+    ids=["after-user", "mid-tools"],
+)
+def test_a_session_cut_mid_turn_resumes_validly(server, workspace, hermes_home, cut):
+    server.enqueue(Reply.text("first"))
+    agent = make_agent(server, workspace, hermes_home)
+    agent.run_conversation("hello")
+    sid = agent.session_id
+    agent.db.append_messages(sid, cut)  # what a process killed mid-turn leaves behind
+    agent.close(end_session=False)
+    server.enqueue(Reply.text("carrying on"))
+    resumed = make_agent(server, workspace, hermes_home, session_id=sid)
+    result = resumed.run_conversation("are you there?")
+    assert result["final_response"] == "carrying on"
+    sent = sent_messages(server)
+    validate_messages(sent)
+    assert any("cut off" in str(m.get("content")) for m in sent)

@@ -345,3 +345,95 @@ def test_file_tools_are_confined_to_the_users_workspace(hermes_home, tmp_path):
             run_turn(client, alice, session, "write a note")
     written = list((hermes_home / "users").glob("alice-*/workspace/note.txt"))
     assert len(written) == 1 and written[0].read_text() == "hi"
+
+
+def _serve(home, port):
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "hermes_context.cli.main", "bridge", "serve", "--port", str(port)],
+        env={**os.environ, "HERMES_HOME": str(home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _wait_healthy(port):
+    import time
+    import urllib.request
+
+    for _ in range(150):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    pytest.fail("the bridge did not start")
+
+
+def test_killing_the_server_mid_turn_loses_nothing_and_the_session_goes_on(hermes_home):
+    import signal
+    import socket
+    import time
+
+    import httpx
+
+    slow = iter([Reply.delay(30, Reply.text("never delivered"))])
+
+    def respond(body):
+        return next(slow, Reply.text("after the restart"))
+
+    with ScriptedLLMServer(responder=respond) as srv:
+        (hermes_home / "config.yaml").write_text(
+            f"model:\n  base_url: {srv.base_url}\n  name: scripted-model\n", encoding="utf-8"
+        )
+        token = TokenStore(hermes_home).add("erin")[1]
+        headers = {"Authorization": f"Bearer {token}"}
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        base = f"http://127.0.0.1:{port}"
+        proc = _serve(hermes_home, port)
+        try:
+            _wait_healthy(port)
+            session = httpx.post(f"{base}/v1/sessions", headers=headers).json()["id"]
+            with httpx.stream(
+                "POST",
+                f"{base}/v1/sessions/{session}/turns",
+                json={"message": "remember the blue door"},
+                headers=headers,
+                timeout=60,
+            ) as response:
+                assert response.status_code == 200
+                for _ in range(50):  # the user message is stored before the model answers
+                    if len(srv.chat_requests) >= 1:
+                        break
+                    time.sleep(0.1)
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        proc = _serve(hermes_home, port)
+        try:
+            _wait_healthy(port)
+            stored = httpx.get(f"{base}/v1/sessions/{session}/messages", headers=headers).json()
+            assert [m["content"] for m in stored["messages"] if m["role"] == "user"] == [
+                "remember the blue door"
+            ]
+            events = []
+            with httpx.stream(
+                "POST",
+                f"{base}/v1/sessions/{session}/turns",
+                json={"message": "still there?"},
+                headers=headers,
+                timeout=60,
+            ) as response:
+                events = sse(response)
+            assert events[-1][0] == "done"
+            assert events[-1][1]["final_response"] == "after the restart"
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(15)

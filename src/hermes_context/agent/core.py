@@ -49,6 +49,9 @@ MAX_ITERATIONS_TEXT = (
     "finishing. Tell me to continue, or raise max_iterations."
 )
 INTERRUPTED_TEXT = "[interrupted by the user]"
+# Written when a session resumes after its process died mid-turn.
+CUT_TURN_TEXT = "[the previous turn was cut off (the process stopped) before an answer]"
+CUT_TOOL_TEXT = '{"error": "not run: the turn was cut off when the process stopped"}'
 # How the main model is described when nothing configures one.
 NO_MODEL_HELP = (
     "no model is configured: run `hermes-context config init`, then set model.base_url and "
@@ -306,6 +309,7 @@ class AIAgent:
             self.db.attach_compressor(self.session_id, self.compressor)
             self._load_messages()
             if self.messages and self.messages[0].get("role") == "system":
+                self._repair_cut_turn()
                 return
         else:
             self.session_id = self.db.create_session(
@@ -324,6 +328,28 @@ class AIAgent:
         )
         system = {"role": "system", "content": self.prompt_parts.text, UNINDEXED_KEY: True}
         self._append([system])
+
+    def _repair_cut_turn(self) -> None:
+        """A process killed mid-turn leaves a user message or tool calls unanswered:
+        close them on record, so the next request is a valid sequence."""
+        last = self.messages[-1]
+        pending = []
+        if last.get("role") == "assistant" and last.get("tool_calls"):
+            pending = [c.get("id", "") for c in last["tool_calls"]]
+        elif last.get("role") == "tool":
+            answered = set()
+            for m in reversed(self.messages):
+                if m.get("role") != "tool":
+                    calls = m.get("tool_calls") or []
+                    pending = [c.get("id", "") for c in calls if c.get("id") not in answered]
+                    break
+                answered.add(m.get("tool_call_id"))
+        repairs: list[dict[str, Any]] = [
+            {"role": "tool", "tool_call_id": cid, "content": CUT_TOOL_TEXT} for cid in pending
+        ]
+        if repairs or last.get("role") in ("user", "tool"):
+            repairs.append({"role": "assistant", "content": CUT_TURN_TEXT})
+            self._append(repairs)
 
     def _load_messages(self) -> None:
         records = self.db.get_message_records(self.session_id)
