@@ -201,6 +201,7 @@ def main() -> int:
             time.sleep(0.1)
         leftover_turns = sum(t.name.startswith("turn-") for t in threading.enumerate())
         cached = len(pool)
+        open_connections = len(server.server_state.connections)
         base_times = baseline(model, 200)
         memory = agent_memory(home, config.bridge.max_agents)
         server.should_exit = True
@@ -219,6 +220,7 @@ def main() -> int:
         "mib_per_agent": memory,
         "cached_agents_after": cached,
         "turn_threads_left": leftover_turns,
+        "open_connections_after": open_connections,
         "threads_before": threads_before,
         "threads_after": threads_after,
     }
@@ -227,7 +229,7 @@ def main() -> int:
     else:
         for key, value in report.items():
             print(f"{key:>22}: {value:,.2f}" if isinstance(value, float) else f"{key:>22}: {value}")
-    ok = leftover_turns == 0 and cached <= config.bridge.max_agents
+    ok = leftover_turns == 0 and cached <= config.bridge.max_agents and open_connections == 0
     return 0 if ok else 1
 
 

@@ -437,3 +437,33 @@ def test_killing_the_server_mid_turn_loses_nothing_and_the_session_goes_on(herme
         finally:
             proc.send_signal(signal.SIGINT)
             proc.wait(15)
+
+
+def test_the_api_reads_through_the_session_store_interface(hermes_home, model):
+    from hermes_context.sessions import SessionDB, SessionStore
+
+    class Counting:
+        """A SessionStore that counts calls (a PostgreSQL backend would slot in here)."""
+
+        def __init__(self, inner):
+            self.inner, self.calls = inner, []
+
+        def __getattr__(self, name):
+            self.calls.append(name)
+            return getattr(self.inner, name)
+
+    db = SessionDB(hermes_home / "state.db")
+    assert isinstance(db, SessionStore)
+    store = Counting(db)
+    (hermes_home / "config.yaml").write_text(
+        f"model:\n  base_url: {model.base_url}\n  name: scripted-model\n", encoding="utf-8"
+    )
+    tokens = TokenStore(hermes_home)
+    headers = {"Authorization": f"Bearer {tokens.add('fay')[1]}"}
+    with TestClient(
+        create_app(load_config(hermes_home=hermes_home), tokens=tokens, sessions=store)
+    ) as client:
+        session = client.post("/v1/sessions", headers=headers).json()["id"]
+        client.get(f"/v1/sessions/{session}/messages", headers=headers)
+        client.get("/v1/search", params={"q": "x"}, headers=headers)
+    assert {"get_session", "get_message_records", "search", "close"} <= set(store.calls)

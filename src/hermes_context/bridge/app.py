@@ -35,7 +35,7 @@ from ..compression import SUMMARY_KEY
 from ..config import Config
 from ..errors import ConfigError, HermesContextError, LLMAPIError, StoreError
 from ..memory import MemoryStore
-from ..sessions import DB_FILENAME, SessionDB
+from ..sessions import DB_FILENAME, SessionDB, SessionStore
 from .pool import AgentPool, Slot
 from .tokens import TokenStore
 
@@ -72,8 +72,16 @@ class BridgeError(Exception):
         self.status, self.kind = status, kind
 
 
-def create_app(config: Config, *, tokens: TokenStore | None = None) -> FastAPI:
-    """The bridge for ``config`` (its ``model.*`` and ``bridge.*`` settings)."""
+def create_app(
+    config: Config, *, tokens: TokenStore | None = None, sessions: SessionStore | None = None
+) -> FastAPI:
+    """The bridge for ``config`` (its ``model.*`` and ``bridge.*`` settings).
+
+    Args:
+        tokens: The token store (default: the home's ``bridge_tokens.json``).
+        sessions: The session store the API reads (default: the home's
+            ``state.db``); any ``SessionStore``.
+    """
     if not config.llm_configured:
         raise ConfigError(
             "the bridge needs a model: set model.base_url and model.name in config.yaml",
@@ -81,7 +89,7 @@ def create_app(config: Config, *, tokens: TokenStore | None = None) -> FastAPI:
         )
     settings = config.bridge
     tokens = tokens or TokenStore(config.hermes_home)
-    db = SessionDB(config.hermes_home / DB_FILENAME)
+    db: SessionStore = sessions or SessionDB(config.hermes_home / DB_FILENAME)
 
     def factory(session_id: str | None, user_id: str) -> AIAgent:
         # The seed's bridge call (part 4.1), plus the session, user and home; with
@@ -317,7 +325,7 @@ def create_app(config: Config, *, tokens: TokenStore | None = None) -> FastAPI:
 
 
 def _start_turn(
-    pool: AgentPool, slot: Slot, session_id: str, text: str, db: SessionDB
+    pool: AgentPool, slot: Slot, session_id: str, text: str, db: SessionStore
 ) -> asyncio.Queue[Any]:
     """Run the turn on a worker thread; its events arrive on the returned queue (None ends it).
 

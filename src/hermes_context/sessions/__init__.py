@@ -5,6 +5,7 @@ from .db import DB_FILENAME, SessionDB
 from .errors import SearchQueryError, SessionNotFoundError
 from .fts import UNINDEXED_KEY
 from .migrations import SCHEMA_VERSION
+from .store import SessionStore
 from .tools import SESSION_RECALL_SCHEMA, SESSION_SEARCH_SCHEMA, session_tool
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "SearchQueryError",
     "SessionDB",
     "SessionNotFoundError",
+    "SessionStore",
     "UNINDEXED_KEY",
     "attach_compressor",
     "compress_session",
