@@ -467,3 +467,35 @@ def test_the_api_reads_through_the_session_store_interface(hermes_home, model):
         client.get(f"/v1/sessions/{session}/messages", headers=headers)
         client.get("/v1/search", params={"q": "x"}, headers=headers)
     assert {"get_session", "get_message_records", "search", "close"} <= set(store.calls)
+
+
+def test_skills_are_per_user_even_in_the_seed_mode(hermes_home):
+    content = "---\nname: alices-way\ndescription: How Alice deploys.\n---\nRun make ship.\n"
+    replies = iter(
+        [
+            Reply.tool_calls(
+                [
+                    {
+                        "id": "s1",
+                        "name": "skill_manage",
+                        "arguments": {"action": "create", "name": "alices-way", "content": content},
+                    }
+                ]
+            ),
+            Reply.text("saved"),
+        ]
+    )
+    with ScriptedLLMServer(responder=lambda body: next(replies, Reply.text("hello"))) as srv:
+        client, alice, bob = make_client(hermes_home, srv)
+        with client:
+            run_turn(
+                client, alice, client.post("/v1/sessions", headers=alice).json()["id"], "save it"
+            )
+            prompts = {}
+            for name, headers in (("alice", alice), ("bob", bob)):
+                session = client.post("/v1/sessions", headers=headers).json()["id"]
+                run_turn(client, headers, session, "hi")
+                prompts[name] = client.get(
+                    f"/v1/sessions/{session}/messages", headers=headers
+                ).json()["messages"][0]["content"]
+    assert "alices-way" in prompts["alice"] and "alices-way" not in prompts["bob"]

@@ -92,15 +92,17 @@ def create_app(
     db: SessionStore = sessions or SessionDB(config.hermes_home / DB_FILENAME)
 
     def factory(session_id: str | None, user_id: str) -> AIAgent:
-        # The seed's bridge call (part 4.1), plus the session, user and home; with
-        # bridge.skip_memory false, the user's own memory, skills and provider (seed 4.3).
-        # Each user's file tools and @file references are confined to their own workspace,
-        # never the server's working directory.
-        workspace = user_home(config, user_id) / "workspace"
+        # The seed's bridge call (part 4.1), plus the session, user and home. Each user
+        # has their own folder: skills always (a skill one user saves must not reach
+        # another's prompt), memory and provider data too with bridge.skip_memory false
+        # (seed 4.3), and a workspace the file tools and @file references are confined to
+        # (never the server's working directory).
+        home = user_home(config, user_id)
+        workspace = home / "workspace"
         workspace.mkdir(parents=True, exist_ok=True, mode=0o700)
         return AIAgent(
             cwd=workspace,
-            memory_home=None if settings.skip_memory else user_home(config, user_id),
+            memory_home=home,
             max_iterations=90,
             quiet_mode=True,
             tool_progress_mode="all",
