@@ -296,6 +296,7 @@ def test_per_user_memory_when_the_bridge_keeps_memory(hermes_home, model):
             "Alice prefers green tea."
         ]
         assert client.get("/v1/memory", headers=bob).json()["user"]["entries"] == []
+        assert "path" not in client.get("/v1/memory", headers=alice).json()["user"]
         for headers, expected in ((alice, True), (bob, False)):
             session = client.post("/v1/sessions", headers=headers).json()["id"]
             run_turn(client, headers, session, "hello")
@@ -342,7 +343,14 @@ def test_file_tools_are_confined_to_the_users_workspace(hermes_home, tmp_path):
         client, alice, _ = make_client(hermes_home, srv)
         with client:
             session = client.post("/v1/sessions", headers=alice).json()["id"]
-            run_turn(client, alice, session, "write a note")
+            events = run_turn(client, alice, session, "write a note")
+            assert "path" not in json.dumps(client.get("/v1/sessions", headers=alice).json())
+    tools = [d for k, d in events if k == "tool"]
+    assert [(d["state"], d["name"]) for d in tools] == [
+        ("started", "write_file"),
+        ("finished", "write_file"),
+    ]
+    assert tools[1]["ok"] is True
     written = list((hermes_home / "users").glob("alice-*/workspace/note.txt"))
     assert len(written) == 1 and written[0].read_text() == "hi"
 

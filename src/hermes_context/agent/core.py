@@ -624,6 +624,7 @@ class AIAgent:
                 )
                 if name == "memory":
                     self._mirror_memory_write(fn.get("arguments"), result)
+                self._emit("tool_result", name=name, ok=_tool_ok(result), chars=len(result))
             self._append([{"role": "tool", "tool_call_id": call.get("id", ""), "content": result}])
 
     def _mirror_memory_write(self, arguments: Any, result: str) -> None:
@@ -874,6 +875,15 @@ class _Turn:
         self.tool_iterations = 0
         self.interrupted = False
         self.compressions: list[dict[str, Any]] = []
+
+
+def _tool_ok(result: str) -> bool:
+    """Whether a tool result reports success (no ``error`` key, no ``success: false``)."""
+    try:
+        data = json.loads(result)
+    except ValueError:
+        return True
+    return not (isinstance(data, dict) and (data.get("error") or data.get("success") is False))
 
 
 def _provider_handler(manager: MemoryManager, name: str) -> Any:

@@ -265,10 +265,12 @@ def create_app(
     @app.get("/v1/memory")
     def get_memory(user_id: str = Depends(user)) -> dict[str, Any]:
         store = memory_store(user_id)
-        return {
-            target: {"entries": store.entries(target), **store.status(target)}
-            for target in ("memory", "user")
-        }
+        out = {}
+        for target in ("memory", "user"):
+            status = store.status(target)
+            status.pop("path", None)  # the server's filesystem is not the client's business
+            out[target] = status
+        return out
 
     @app.post("/v1/memory")
     def write_memory(body: MemoryWrite, user_id: str = Depends(user)) -> JSONResponse:
@@ -340,15 +342,11 @@ def _start_turn(
 
     def status(event: str, data: dict[str, Any]) -> None:
         if event == "tool_call":
+            args = _short(data.get("arguments"))
+            events.put(("tool", {"state": "started", "name": data.get("name"), "arguments": args}))
+        elif event == "tool_result":
             events.put(
-                (
-                    "tool",
-                    {
-                        "state": "started",
-                        "name": data.get("name"),
-                        "arguments": _short(data.get("arguments")),
-                    },
-                )
+                ("tool", {"state": "finished", "name": data.get("name"), "ok": data.get("ok")})
             )
         else:
             events.put(("status", {"kind": event, **_jsonable(data)}))
