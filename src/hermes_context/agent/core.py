@@ -215,13 +215,7 @@ class AIAgent:
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}
         self._last_activity = time.monotonic()
         # Background review (seed 2.6): counters, the running review, what reviews did.
-        self._review_enabled = not skip_memory
-        self._turns_since_memory = 0
-        self._iters_since_skill = 0
-        self._user_turns = 0
-        self._reviewed_at_turn = -1
-        self._review_thread: threading.Thread | None = None
-        self.reviews: list[review.ReviewResult] = []
+        self.reviewer = review.ReviewScheduler(self, enabled=not skip_memory)
 
     # -- set-up -------------------------------------------------------------
 
@@ -402,8 +396,8 @@ class AIAgent:
                 return
             try:
                 if end_session:
-                    self._flush_review()
-                self.wait_for_review()
+                    self.reviewer.flush()
+                self.reviewer.wait()
             finally:
                 self._closed = True
                 try:
@@ -421,22 +415,16 @@ class AIAgent:
     ) -> review.ReviewResult:
         """Run one background review over the conversation so far, on this thread."""
         with self._lock:
-            result = review.run_review(
-                self,
-                self.with_recall_hints(list(self.messages)),
-                review_memory=review_memory and self.memory is not None,
-                review_skills=review_skills and "skills" in self.toolsets,
-            )
-            self._review_done(result)
-            return result
+            return self.reviewer.run_now(review_memory=review_memory, review_skills=review_skills)
 
     def wait_for_review(self, timeout: float | None = None) -> bool:
         """Wait for a running background review; whether none is left running."""
-        thread = self._review_thread
-        if thread is not None:
-            thread.join(timeout)
-            return not thread.is_alive()
-        return True
+        return self.reviewer.wait(timeout)
+
+    @property
+    def reviews(self) -> list[review.ReviewResult]:
+        """What the background reviews of this agent did, oldest first."""
+        return self.reviewer.results
 
     def __enter__(self) -> AIAgent:
         return self
@@ -496,11 +484,12 @@ class AIAgent:
         if self.config.compression.micro_compact:
             self._micro_compact()
         self._last_activity = time.monotonic()
-        self._user_turns += 1
         self._recall = None
         if final and not turn.interrupted:
             self.memory_manager.sync_turn(user_message, final, self.session_id, self.messages)
-        self._maybe_review(turn, final)
+        self.reviewer.after_turn(
+            tool_iterations=turn.tool_iterations, delivered=bool(final) and not turn.interrupted
+        )
         return {
             "final_response": final,
             "messages": [dict(m) for m in self.messages],
@@ -647,58 +636,6 @@ class AIAgent:
         """End the turn with an assistant message (so the sequence stays valid)."""
         self._append([{"role": "assistant", "content": text}])
         return text
-
-    # -- background review ----------------------------------------------------
-
-    def _maybe_review(self, turn: _Turn, final: str) -> None:
-        """Seed 2.6: count turns and tool iterations; review after the reply when due."""
-        if not self._review_enabled:
-            return
-        review_memory = review_skills = False
-        memory_every = self.config.memory.nudge_interval
-        if memory_every > 0 and "memory" in self.toolsets and self.memory is not None:
-            self._turns_since_memory += 1
-            if self._turns_since_memory >= memory_every:
-                review_memory, self._turns_since_memory = True, 0
-        skill_every = self.config.skills.creation_nudge_interval
-        if skill_every > 0 and "skills" in self.toolsets:
-            self._iters_since_skill += turn.tool_iterations
-            if self._iters_since_skill >= skill_every:
-                review_skills, self._iters_since_skill = True, 0
-        if not final or turn.interrupted or not (review_memory or review_skills):
-            return
-        if self._review_thread is not None and self._review_thread.is_alive():
-            self._emit(
-                "warning", message="a background review is still running; this one is skipped"
-            )
-            return
-        self._reviewed_at_turn = self._user_turns
-        self._emit("review_started", review_memory=review_memory, review_skills=review_skills)
-        self._review_thread = review.spawn(
-            self,
-            self.with_recall_hints(list(self.messages)),
-            review_memory=review_memory,
-            review_skills=review_skills,
-            on_done=self._review_done,
-        )
-
-    def _flush_review(self) -> None:
-        """``memory.flush_min_turns``: one review before a long enough session ends."""
-        minimum = self.config.memory.flush_min_turns
-        if (
-            not self._review_enabled
-            or minimum <= 0
-            or self._user_turns < minimum
-            or self._reviewed_at_turn == self._user_turns
-        ):
-            return
-        self.wait_for_review()
-        self._reviewed_at_turn = self._user_turns
-        self.review_now(review_skills="skills" in self.toolsets)
-
-    def _review_done(self, result: review.ReviewResult) -> None:
-        self.reviews.append(result)
-        self._emit("review_finished", **result.to_dict())
 
     # -- compression --------------------------------------------------------
 

@@ -192,3 +192,94 @@ def _decoded(arguments: Any) -> Any:
         except ValueError:
             return arguments
     return arguments
+
+
+class ReviewScheduler:
+    """Seed 2.6 for one agent: the counters, the running review, what reviews did.
+
+    ``memory.nudge_interval`` user turns make a memory review due,
+    ``skills.creation_nudge_interval`` tool iterations a skills review; a due
+    review starts after the reply was delivered, one at a time.
+    """
+
+    def __init__(self, agent: AIAgent, *, enabled: bool) -> None:
+        self.agent = agent
+        self.enabled = enabled
+        self.results: list[ReviewResult] = []
+        self.user_turns = 0
+        self._turns_since_memory = 0
+        self._iters_since_skill = 0
+        self._reviewed_at_turn = -1
+        self._thread: threading.Thread | None = None
+
+    def after_turn(self, *, tool_iterations: int, delivered: bool) -> None:
+        """Count the finished turn; start a review when one is due."""
+        self.user_turns += 1
+        if not self.enabled:
+            return
+        agent = self.agent
+        review_memory = review_skills = False
+        memory_every = agent.config.memory.nudge_interval
+        if memory_every > 0 and "memory" in agent.toolsets and agent.memory is not None:
+            self._turns_since_memory += 1
+            if self._turns_since_memory >= memory_every:
+                review_memory, self._turns_since_memory = True, 0
+        skill_every = agent.config.skills.creation_nudge_interval
+        if skill_every > 0 and "skills" in agent.toolsets:
+            self._iters_since_skill += tool_iterations
+            if self._iters_since_skill >= skill_every:
+                review_skills, self._iters_since_skill = True, 0
+        if not delivered or not (review_memory or review_skills):
+            return
+        if self._thread is not None and self._thread.is_alive():
+            agent._emit(
+                "warning", message="a background review is still running; this one is skipped"
+            )
+            return
+        self._reviewed_at_turn = self.user_turns
+        agent._emit("review_started", review_memory=review_memory, review_skills=review_skills)
+        self._thread = spawn(
+            agent,
+            agent.with_recall_hints(list(agent.messages)),
+            review_memory=review_memory,
+            review_skills=review_skills,
+            on_done=self._done,
+        )
+
+    def run_now(self, *, review_memory: bool = True, review_skills: bool = True) -> ReviewResult:
+        """One review on the calling thread."""
+        agent = self.agent
+        result = run_review(
+            agent,
+            agent.with_recall_hints(list(agent.messages)),
+            review_memory=review_memory and agent.memory is not None,
+            review_skills=review_skills and "skills" in agent.toolsets,
+        )
+        self._done(result)
+        return result
+
+    def flush(self) -> None:
+        """``memory.flush_min_turns``: one review before a long enough session ends."""
+        minimum = self.agent.config.memory.flush_min_turns
+        if (
+            not self.enabled
+            or minimum <= 0
+            or self.user_turns < minimum
+            or self._reviewed_at_turn == self.user_turns
+        ):
+            return
+        self.wait()
+        self._reviewed_at_turn = self.user_turns
+        self.run_now(review_skills="skills" in self.agent.toolsets)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the running review; whether none is left running."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True
+
+    def _done(self, result: ReviewResult) -> None:
+        self.results.append(result)
+        self.agent._emit("review_finished", **result.to_dict())
