@@ -85,8 +85,9 @@ def test_inspector_shows_compression_summaries_originals_and_search(bridge):
         assert compressed, "no compression status was shown"
         summary = page.locator(".msg.summary").first
         assert "summary (compressed context)" in summary.inner_text()
-        summary.locator("button.expand").click()
-        originals = summary.locator(".originals")
+        # A summary of a summary nests: only this summary's own button and originals.
+        summary.locator(":scope > button.expand").click()
+        originals = summary.locator(":scope > .originals")
         originals.wait_for(state="visible")
         # The first turns stay in the protected head; the middle ones were summarised.
         word = re.search(r"quokka\d+", originals.inner_text()).group()
