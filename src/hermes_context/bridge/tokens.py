@@ -11,15 +11,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import secrets
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
+from ..fileio import write_text_atomically
 
 TOKENS_FILE = "bridge_tokens.json"
 TOKEN_PREFIX = "hct_"
@@ -108,15 +107,5 @@ class TokenStore:
 
     def _write(self, entries: list[dict[str, Any]]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{TOKENS_FILE}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"tokens": entries}, fh, indent=1)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text_atomically(self.path, json.dumps({"tokens": entries}, indent=1), mode=0o600)
         self._cache = None

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import errno
-import os
-import tempfile
 from pathlib import Path
 
+from ..fileio import write_text_atomically
 from ._common import FileAccessError, os_problem
 
 
@@ -45,58 +44,12 @@ def write_atomically(target: Path, text: str, *, mode: int = 0o600, overwrite: b
         FileExistsError: ``target`` exists and ``overwrite`` is false.
         FileAccessError: the file cannot be written; nothing was changed.
     """
-    data = text.encode("utf-8")
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise _cannot_write(target, exc) from None
-    try:
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                os.fchmod(fh.fileno(), mode)
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            if overwrite:
-                os.replace(tmp, target)
-            else:
-                _link_new(tmp, target)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        write_text_atomically(target, text, mode=mode, overwrite=overwrite)
     except FileExistsError:
         raise
     except OSError as exc:
         raise _cannot_write(target, exc) from None
-    _fsync_folder(target.parent)
-
-
-def _link_new(tmp: str, target: Path) -> None:
-    """Give ``tmp`` the name ``target`` unless that name exists (FileExistsError)."""
-    try:
-        os.link(tmp, target)
-    except FileExistsError:
-        raise
-    except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
-            raise
-        # No hard links on this file system: check, then rename.
-        if os.path.lexists(target):
-            raise FileExistsError(errno.EEXIST, "File exists", str(target)) from None
-        os.replace(tmp, target)
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make a rename durable; some file systems cannot fsync a folder, which is fine."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _cannot_write(target: Path, exc: OSError) -> FileAccessError:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 
 from ..config import Config, resolve_hermes_home
 from ..errors import SecurityError, StoreError
+from ..fileio import write_text_atomically
 from ..tokens import estimate_tokens_rough
 from .document import (
     SKILL_FILE,
@@ -424,17 +424,7 @@ def _mkdir(path: Path) -> None:
 def _write(path: Path, text: str) -> None:
     if path.is_symlink():
         raise SkillError(f"{path} is a symlink; refusing to write through it", reason="invalid")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomically(path, text, mode=FILE_MODE)
 
 
 def _one_line(text: str) -> str:

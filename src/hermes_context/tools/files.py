@@ -10,10 +10,10 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..fileio import write_text_atomically
 from .registry import Tool, ToolContext
 from .sandbox import PathRefused, relative_display, resolve_path
 
@@ -200,15 +200,7 @@ def patch(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 def _atomic_write(path: Path, content: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(content)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomically(path, content, mode=mode)
 
 
 def _schema(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict:
