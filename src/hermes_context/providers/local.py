@@ -222,49 +222,46 @@ class LocalMemoryProvider(MemoryProvider):
 
     def add(self, text: str, *, kind: str = "fact", session_id: str | None = None) -> int | None:
         """Store one item (duplicates of the user's existing items are skipped)."""
-        text = " ".join(text.split())[:MAX_ITEM_CHARS]
+        text = _item_text(text)
         if not text:
             return None
-        vector = self._embed([text])[0] if self.use_embeddings else None
         with self._lock:
             db = self._db()
             if db.execute(
                 "SELECT 1 FROM items WHERE user_id = ? AND text = ?", (self.user_id, text)
             ).fetchone():
-                return None
+                return None  # checked before embedding: a duplicate costs no model call
+            vector = self._embed([text])[0] if self.use_embeddings else None
             with db:
-                cur = db.execute(
-                    "INSERT INTO items (user_id, session_id, kind, text, created_at, embedding) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (self.user_id, session_id, kind, text, time.time(), _blob(vector)),
-                )
-                item_id = int(cur.lastrowid or 0)
-                db.execute(
-                    "INSERT INTO items_fts (rowid, body) VALUES (?, ?)",
-                    (item_id, segment_cjk(fold(text))),
-                )
+                item_id = self._insert(db, text, kind, session_id, vector)
             self._matrix = None
             return item_id
 
     def add_many(self, items: list[tuple[str, str, str | None]]) -> int:
         """Store ``(text, kind, session_id)`` items in one transaction (embedded in a batch)."""
-        texts = [" ".join(t.split())[:MAX_ITEM_CHARS] for t, _, _ in items]
+        texts = [_item_text(t) for t, _, _ in items]
         vectors = self._embed(texts) if self.use_embeddings else [None] * len(texts)
         with self._lock:
             db = self._db()
             with db:
                 for text, (_, kind, session), vector in zip(texts, items, vectors, strict=True):
-                    cur = db.execute(
-                        "INSERT INTO items (user_id, session_id, kind, text, created_at, embedding) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        (self.user_id, session, kind, text, time.time(), _blob(vector)),
-                    )
-                    db.execute(
-                        "INSERT INTO items_fts (rowid, body) VALUES (?, ?)",
-                        (cur.lastrowid, segment_cjk(fold(text))),
-                    )
+                    self._insert(db, text, kind, session, vector)
             self._matrix = None
         return len(items)
+
+    def _insert(
+        self, db: sqlite3.Connection, text: str, kind: str, session_id: str | None, vector: Any
+    ) -> int:
+        cur = db.execute(
+            "INSERT INTO items (user_id, session_id, kind, text, created_at, embedding) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (self.user_id, session_id, kind, text, time.time(), _blob(vector)),
+        )
+        item_id = int(cur.lastrowid or 0)
+        db.execute(
+            "INSERT INTO items_fts (rowid, body) VALUES (?, ?)", (item_id, segment_cjk(fold(text)))
+        )
+        return item_id
 
     def search(self, query: str, *, k: int = RECALL_K, mode: str = "auto") -> list[Hit]:
         """The ``k`` best items for ``query``: ``bm25``, ``embedding`` or ``hybrid`` (``auto``)."""
@@ -380,6 +377,10 @@ def _rrf(*rankings: list[int]) -> dict[int, float]:
         for rank, item in enumerate(ranking, start=1):
             scores[item] = scores.get(item, 0.0) + 1.0 / (RRF_K + rank)
     return scores
+
+
+def _item_text(text: str) -> str:
+    return " ".join(text.split())[:MAX_ITEM_CHARS]
 
 
 def _blob(vector: Any) -> bytes | None:
