@@ -441,6 +441,10 @@ class AIAgent:
         with self._lock:
             return self._compress(force=True, focus=focus)
 
+    def message_records(self) -> list[dict[str, Any]]:
+        """The live messages with their ``state.db`` ids (``id``, ``message``), as stored."""
+        return [{"id": i, "message": m} for i, m in zip(self._ids, self.messages, strict=True)]
+
     def prompt_tokens_estimate(self) -> int:
         """Estimated tokens of the next request: messages and tool schemas."""
         return sum(self._tokens) + self._tool_tokens

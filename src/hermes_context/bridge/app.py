@@ -298,7 +298,7 @@ def create_app(
     ) -> EventSourceResponse:
         owned(session_id, user_id)
         slot = pool.get(session_id, user_id)
-        events = _start_turn(pool, slot, session_id, body.message, db)
+        events = _start_turn(pool, slot, session_id, body.message)
         return EventSourceResponse(_relay(events))
 
     @app.post("/v1/chat/completions")
@@ -314,7 +314,7 @@ def create_app(
         else:
             slot = pool.create(user_id)
         session_id = slot.agent.session_id
-        events = _start_turn(pool, slot, session_id, text, db)
+        events = _start_turn(pool, slot, session_id, text)
         model = body.model or str(config.model.name)
         headers = {SESSION_HEADER: session_id}
         if body.stream:
@@ -328,9 +328,7 @@ def create_app(
 # -- turns ---------------------------------------------------------------------------
 
 
-def _start_turn(
-    pool: AgentPool, slot: Slot, session_id: str, text: str, db: SessionStore
-) -> asyncio.Queue[Any]:
+def _start_turn(pool: AgentPool, slot: Slot, session_id: str, text: str) -> asyncio.Queue[Any]:
     """Run the turn on a worker thread; its events arrive on the returned queue (None ends it).
 
     Events are handed to the event loop with ``call_soon_threadsafe``: a stream
@@ -354,7 +352,7 @@ def _start_turn(
     def work() -> None:
         with slot.lock:
             agent = slot.agent
-            before = {r["id"] for r in db.get_message_records(agent.session_id)}
+            before = {r["id"] for r in agent.message_records()}
             agent.status_callback, agent.stream_callback = (
                 status,
                 lambda piece: events.put(("delta", {"text": piece})),
@@ -369,7 +367,7 @@ def _start_turn(
                 result = None
             finally:
                 agent.status_callback, agent.stream_callback = None, None
-            for record in db.get_message_records(agent.session_id):
+            for record in agent.message_records():  # what the turn stored, without a re-read
                 if record["id"] not in before:
                     events.put(("message", _message_view(agent.session_id, record)))
             if agent.session_id != session_id:
