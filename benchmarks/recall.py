@@ -32,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -90,14 +91,14 @@ def filler(count: int, seed: int = 5) -> list[str]:
     return out
 
 
-def ask(provider: LocalMemoryProvider, questions: list[dict], mode: str) -> dict[str, Any]:
+def ask(search: Callable[[str], set[str]], questions: list[dict]) -> dict[str, Any]:
+    """hit@5, recall@5 and latency of ``search`` (a question -> the item ids it found)."""
     hits = found = wanted = 0
     times = []
     for q in questions:
         start = time.perf_counter()
-        results = provider.search(q["question"], k=K, mode=mode)
+        ids = search(q["question"])
         times.append((time.perf_counter() - start) * 1000)
-        ids = {provider_ids[h.id] for h in results if h.id in provider_ids}
         answers = set(q["answers"])
         hits += bool(ids & answers)
         found += len(ids & answers)
@@ -111,26 +112,28 @@ def ask(provider: LocalMemoryProvider, questions: list[dict], mode: str) -> dict
     }
 
 
-provider_ids: dict[int, str] = {}
-
-
 def run_mode(mode: str, data: dict, filler_count: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         provider = LocalMemoryProvider(Path(tmp) / "m.db", use_embeddings=mode != "bm25")
         provider.initialize("bench", user_id="u")
-        provider_ids.clear()
+        provider_ids: dict[int, str] = {}
+
+        def search(question: str) -> set[str]:
+            hits = provider.search(question, k=K, mode=mode)
+            return {provider_ids[h.id] for h in hits if h.id in provider_ids}
+
         start = time.perf_counter()
         for item in data["items"]:
             item_id = provider.add(item["text"], session_id=item["session"])
             if item_id is not None:
                 provider_ids[item_id] = item["id"]
         load_s = time.perf_counter() - start
-        small = ask(provider, data["questions"], mode)
+        small = ask(search, data["questions"])
         start = time.perf_counter()
         provider.add_many([(t, "fact", "filler") for t in filler(filler_count)])
         fill_s = time.perf_counter() - start
         provider.search("warm up", k=K, mode=mode)  # builds the embedding matrix once
-        large = ask(provider, data["questions"], mode)
+        large = ask(search, data["questions"])
         provider.shutdown()
     return {
         "items": len(data["items"]),
@@ -175,12 +178,16 @@ def run_mem0(data: dict, filler_count: int) -> dict[str, Any]:
         for item in data["items"]:
             provider.add_text(item["text"], metadata={"item": item["id"]})
         load_s = time.perf_counter() - start
-        small = _ask_mem0(provider, data["questions"])
+
+        def search(question: str) -> set[str]:
+            return {(r.get("metadata") or {}).get("item") for r in provider.search(question, k=K)}
+
+        small = ask(search, data["questions"])
         start = time.perf_counter()
         for text in filler(filler_count):
             provider.add_text(text, metadata={"item": "filler"})
         fill_s = time.perf_counter() - start
-        large = _ask_mem0(provider, data["questions"])
+        large = ask(search, data["questions"])
         provider.shutdown()
     return {
         "items": len(data["items"]),
@@ -189,27 +196,6 @@ def run_mem0(data: dict, filler_count: int) -> dict[str, Any]:
         "stored_large": len(data["items"]) + filler_count,
         "fill_s": fill_s,
         "large": large,
-    }
-
-
-def _ask_mem0(provider: Any, questions: list[dict]) -> dict[str, Any]:
-    hits = found = wanted = 0
-    times = []
-    for q in questions:
-        start = time.perf_counter()
-        results = provider.search(q["question"], k=K)
-        times.append((time.perf_counter() - start) * 1000)
-        ids = {(r.get("metadata") or {}).get("item") for r in results}
-        answers = set(q["answers"])
-        hits += bool(ids & answers)
-        found += len(ids & answers)
-        wanted += len(answers)
-    ordered = sorted(times)
-    return {
-        "hit_at_5": hits / len(questions),
-        "recall_at_5": found / wanted,
-        "p50_ms": statistics.median(times),
-        "p95_ms": ordered[int(0.95 * (len(ordered) - 1))],
     }
 
 
