@@ -24,6 +24,7 @@ from ..config import Config, load_config
 from ..errors import ConfigError, LLMAPIError
 from ..llm import ChatClient, ChatResponse, build_summarizer
 from ..memory import MemoryManager, MemoryStore
+from ..messages import json_loads_or_none
 from ..providers import load_provider
 from ..references import expand_references
 from ..sessions import DB_FILENAME, UNINDEXED_KEY, SessionDB
@@ -615,21 +616,18 @@ class AIAgent:
                 result = self.tools.dispatch(
                     name, fn.get("arguments"), self.tool_context, toolsets=self.toolsets
                 )
-                if name == "memory":
-                    self._mirror_memory_write(fn.get("arguments"), result)
-                self._emit("tool_result", name=name, ok=_tool_ok(result), chars=len(result))
+                ok = _tool_ok(result)
+                if name == "memory" and ok:
+                    self._mirror_memory_write(fn.get("arguments"))
+                self._emit("tool_result", name=name, ok=ok, chars=len(result))
             self._append([{"role": "tool", "tool_call_id": call.get("id", ""), "content": result}])
 
-    def _mirror_memory_write(self, arguments: Any, result: str) -> None:
+    def _mirror_memory_write(self, arguments: Any) -> None:
         """Tell the provider about a successful MEMORY.md / USER.md write (``on_memory_write``)."""
         if self.memory_manager.provider is None:
             return
-        try:
-            args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments or {})
-            ok = json.loads(result).get("success") is True
-        except (ValueError, TypeError, AttributeError):
-            return
-        if ok and isinstance(args, dict):
+        args = json_loads_or_none(arguments) if isinstance(arguments, str) else arguments
+        if isinstance(args, dict):
             self.memory_manager.on_memory_write(
                 str(args.get("action", "")),
                 str(args.get("target", "")),
@@ -820,10 +818,7 @@ class _Turn:
 
 def _tool_ok(result: str) -> bool:
     """Whether a tool result reports success (no ``error`` key, no ``success: false``)."""
-    try:
-        data = json.loads(result)
-    except ValueError:
-        return True
+    data = json_loads_or_none(result)
     return not (isinstance(data, dict) and (data.get("error") or data.get("success") is False))
 
 
