@@ -13,7 +13,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from hermes_context.cli import _files
+from hermes_context import fileio
 from hermes_context.cli._common import describe_os_error, emit_json, handle_errors, json_text
 from hermes_context.cli.main import cli
 
@@ -93,7 +93,7 @@ def test_home_that_cannot_be_written(hermes_home, monkeypatch):
     def denied(*args, **kwargs):
         raise PermissionError(errno.EACCES, "Permission denied")
 
-    monkeypatch.setattr(_files.tempfile, "mkstemp", denied)
+    monkeypatch.setattr(fileio.tempfile, "mkstemp", denied)
     line = one_line_error(run("config", "init"), 6)
     assert line == f"error: cannot write {hermes_home / 'config.yaml'}: permission denied"
     assert list(hermes_home.iterdir()) == []
