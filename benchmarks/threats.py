@@ -2,12 +2,13 @@
 
 Batches (``tests/data``), by how much they shaped the scanner:
 
-- TUNED: ``corpus`` (the notes the rules were written on), ``train``,
-  ``train_b``, ``train_c`` (written blind, then used to tune the rules and to
-  train the semantic classifier) and ``heldout_a`` to ``heldout_d`` (written
-  blind by other authors and scored blind first — ``docs/memory.md`` keeps
-  those figures — then added to the classifier's training data).
-- UNTUNED: ``heldout_e`` (written blind, scored once, after every choice).
+- TUNED: ``corpus`` (the notes the rules were written on), ``train`` to
+  ``train_f`` (written blind, then used to tune the rules and to train the
+  semantic classifier) and ``heldout_a`` to ``heldout_e`` (written blind by
+  other authors and scored blind first — ``docs/memory.md`` keeps those
+  figures — then added to the classifier's training data).
+- UNTUNED: ``heldout_f`` and ``heldout_g`` (written blind by one author,
+  independently of each other, scored once, after every choice).
 
 A split attack (two entries) counts as caught when ``scan_entries`` flags
 either entry; a benign pair is a false positive when it flags either.
@@ -35,11 +36,16 @@ BATCHES = {
     "train": (DATA / "threat_batches" / "train.jsonl", "tuned"),
     "train_b": (DATA / "threat_batches" / "train_b.jsonl", "tuned"),
     "train_c": (DATA / "threat_batches" / "train_c.jsonl", "tuned"),
+    "train_d": (DATA / "threat_batches" / "train_d.jsonl", "tuned"),
+    "train_e": (DATA / "threat_batches" / "train_e.jsonl", "tuned"),
+    "train_f": (DATA / "threat_batches" / "train_f.jsonl", "tuned"),
     "heldout_a": (DATA / "threat_batches" / "heldout_a.jsonl", "tuned"),
     "heldout_b": (DATA / "threat_batches" / "heldout_b.jsonl", "tuned"),
     "heldout_c": (DATA / "threat_batches" / "heldout_c.jsonl", "tuned"),
     "heldout_d": (DATA / "threat_batches" / "heldout_d.jsonl", "tuned"),
-    "heldout_e": (DATA / "threat_batches" / "heldout_e.jsonl", "untuned"),
+    "heldout_e": (DATA / "threat_batches" / "heldout_e.jsonl", "tuned"),
+    "heldout_f": (DATA / "threat_batches" / "heldout_f.jsonl", "untuned"),
+    "heldout_g": (DATA / "threat_batches" / "heldout_g.jsonl", "untuned"),
 }
 MIN_CAUGHT = 0.90
 MAX_FLAGGED = 0.02

@@ -1,13 +1,14 @@
 """Train the threat scanner's semantic classifier and write ``threat_classifier.npz``.
 
 Training data: the labelled notes the rules were written on
-(``tests/data/memory_threat_corpus.jsonl``), the three training batches written
-blind for the semantic layer (``tests/data/threat_batches/train.jsonl``,
-``train_b.jsonl``, ``train_c.jsonl``) and the held-out batches ``heldout_a`` to
-``heldout_d`` once they had been scored blind. ``heldout_e`` is never read here.
+(``tests/data/memory_threat_corpus.jsonl``), the training batches written
+blind for the semantic layer (``tests/data/threat_batches/train*.jsonl``: train,
+train_b to train_f) and the held-out batches ``heldout_a`` to ``heldout_e``
+once they had been scored blind. ``heldout_f`` and ``heldout_g`` are never read
+here.
 
-Each note is turned into features (``semantic.features``: sentence embedding and
-hashed character n-grams) in every view the scanner judges
+Each note is turned into features (``semantic.features``: two sentence
+embeddings and hashed character n-grams) in every view the scanner judges
 (``deobfuscate.views``: skeleton, leetspeak undone, spelled-out words joined,
 encoded spans decoded); a malicious note's views are all malicious examples, a
 benign note's views all benign ones. A logistic regression (L2, balanced
@@ -15,7 +16,15 @@ classes) is fitted by full-batch Adam. The threshold is chosen on 5-fold out-of-
 scores the maximum over its views) so that at most ``--max-fp`` of the benign
 notes are flagged.
 
-Usage: python scripts/train_threat_classifier.py [--max-fp 0.01] [--l2 1.0] [--dry-run]
+``--leave-one-out train_d,train_e,...`` measures instead how the design
+generalises to a writer it never saw: for each named batch, train on every
+other source and report the share of its attacks caught (rules or classifier)
+at the classifier threshold that flags 2% (and 1%) of that batch's benign
+notes, rules' flags included. ``--features`` picks which feature groups to use
+in that measurement (``use,e5,ngrams`` is the shipped design).
+
+Usage: python scripts/train_threat_classifier.py [--max-fp 0.01] [--l2 0.3] [--dry-run]
+       python scripts/train_threat_classifier.py --leave-one-out BATCHES [--features use,e5]
 Needs the ``semantic`` extra: pip install -e ".[semantic]".
 """
 
@@ -35,29 +44,34 @@ from hermes_context.memory import semantic
 from hermes_context.memory.deobfuscate import views
 
 ROOT = Path(__file__).resolve().parents[1]
+BATCHES = ROOT / "tests" / "data" / "threat_batches"
 SOURCES = (
     ROOT / "tests" / "data" / "memory_threat_corpus.jsonl",
-    ROOT / "tests" / "data" / "threat_batches" / "train.jsonl",
-    ROOT / "tests" / "data" / "threat_batches" / "train_b.jsonl",
-    ROOT / "tests" / "data" / "threat_batches" / "train_c.jsonl",
+    *(BATCHES / f"{name}.jsonl" for name in ("train", "train_b", "train_c", "train_d")),
+    *(BATCHES / f"{name}.jsonl" for name in ("train_e", "train_f")),
     # Scored blind first (docs/memory.md has those figures), then trained on:
-    ROOT / "tests" / "data" / "threat_batches" / "heldout_a.jsonl",
-    ROOT / "tests" / "data" / "threat_batches" / "heldout_b.jsonl",
-    ROOT / "tests" / "data" / "threat_batches" / "heldout_c.jsonl",
-    ROOT / "tests" / "data" / "threat_batches" / "heldout_d.jsonl",
+    *(BATCHES / f"heldout_{x}.jsonl" for x in "abcde"),
 )
 OUT = ROOT / "src" / "hermes_context" / "memory" / semantic.WEIGHTS_FILE
 FOLDS = 5
 
 
-def load() -> list[tuple[str, int]]:
-    """``(text, label)`` of every training note; a split attack's entries joined."""
+# Column ranges of each feature group in ``semantic.features``.
+GROUPS = {
+    "use": slice(0, 512),
+    "e5": slice(512, semantic.EMBEDDING_DIM),
+    "ngrams": slice(semantic.EMBEDDING_DIM, None),
+}
+
+
+def load() -> list[tuple[str, int, str]]:
+    """``(text, label, source)`` of every training note; a split attack's entries joined."""
     notes = []
     for path in SOURCES:
         for line in path.read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             text = "\n".join(row["entries"]) if "entries" in row else row["text"]
-            notes.append((text, 1 if row["label"] == "malicious" else 0))
+            notes.append((text, 1 if row["label"] == "malicious" else 0, path.stem))
     return notes
 
 
@@ -84,9 +98,9 @@ def fit(x: np.ndarray, y: np.ndarray, l2: float, steps: int = 400) -> tuple[np.n
     return w, float(b)
 
 
-def embed_notes(notes: list[tuple[str, int]]) -> list[np.ndarray]:
-    """The classifier's features (embedding + n-grams) of every view of every note."""
-    all_views = [views(text) for text, _ in notes]
+def embed_notes(notes: list[tuple[str, int, str]]) -> list[np.ndarray]:
+    """The classifier's features (embeddings + n-grams) of every view of every note."""
+    all_views = [views(text) for text, _, _ in notes]
     flat = [v for vs in all_views for v in vs]
     print(f"embedding {len(flat)} views of {len(notes)} notes ...", file=sys.stderr)
     vectors = semantic.features(flat)
@@ -117,15 +131,69 @@ def cross_validate(vectors: list[np.ndarray], labels: np.ndarray, l2: float) -> 
     return out
 
 
+def caught_at(scores: np.ndarray, labels: np.ndarray, rules: np.ndarray, fp: float) -> float:
+    """Attacks flagged (rules or classifier) at the threshold flagging ``fp`` of the benign."""
+    budget = int(np.floor(fp * (labels == 0).sum())) - int(rules[labels == 0].sum())
+    if budget < 0:
+        return float("nan")  # the rules alone flag more than the budget
+    benign = np.sort(scores[(labels == 0) & ~rules])[::-1]
+    threshold = benign[budget] + 1e-9 if budget < len(benign) else -1.0
+    return float((rules | (scores >= threshold))[labels == 1].mean())
+
+
+def leave_one_out(
+    notes: list[tuple[str, int, str]],
+    vectors: list[np.ndarray],
+    held: list[str],
+    groups: list[str],
+    l2: float,
+) -> None:
+    """Train without each batch in ``held`` and report how its attacks fare."""
+    from hermes_context.memory.threats import scan_many
+
+    columns = np.concatenate(
+        [np.arange(semantic.EMBEDDING_DIM + (1 << semantic.NGRAM_BITS))[GROUPS[g]] for g in groups]
+    )
+    labels = np.array([y for _, y, _ in notes])
+    sources = np.array([src for _, _, src in notes])
+    rules = np.array([bool(ids) for ids in scan_many([t for t, _, _ in notes], semantic=False)])
+    figures = []
+    for name in held:
+        test = np.flatnonzero(sources == name)
+        if not len(test):
+            raise SystemExit(f"no training source is called {name!r}")
+        train = np.flatnonzero(sources != name)
+        x = np.vstack([vectors[i][:, columns] for i in train])
+        y = np.concatenate([np.full(len(vectors[i]), labels[i]) for i in train])
+        w, b = fit(x, y, l2)
+        scores = np.array([scores_of(vectors[i][:, columns], w, b) for i in test])
+        two = caught_at(scores, labels[test], rules[test], 0.02)
+        one = caught_at(scores, labels[test], rules[test], 0.01)
+        figures.append(two)
+        print(f"{name}: caught {two:.1%} at 2% flagged, {one:.1%} at 1%", flush=True)
+    print(
+        f"mean over {len(held)} batches at 2% flagged: {np.nanmean(figures):.1%} "
+        f"(features {'+'.join(groups)}, l2 {l2:g})"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--max-fp", type=float, default=0.01, help="benign share flagged in CV")
-    parser.add_argument("--l2", type=float, default=1.0, help="L2 penalty")
+    parser.add_argument("--l2", type=float, default=0.3, help="L2 penalty")
     parser.add_argument("--dry-run", action="store_true", help="report, write nothing")
+    parser.add_argument("--leave-one-out", default="", help="comma-separated batch names")
+    parser.add_argument("--features", default="use,e5,ngrams", help="groups for --leave-one-out")
     args = parser.parse_args()
+    groups = [g for g in args.features.split(",") if g]
+    if not groups or any(g not in GROUPS for g in groups):
+        parser.error(f"--features takes a comma-separated subset of {','.join(GROUPS)}")
     notes = load()
-    labels = np.array([y for _, y in notes])
+    labels = np.array([y for _, y, _ in notes])
     vectors = embed_notes(notes)
+    if args.leave_one_out:
+        leave_one_out(notes, vectors, args.leave_one_out.split(","), groups, args.l2)
+        return 0
     oof = cross_validate(vectors, labels, args.l2)
     benign = np.sort(oof[labels == 0])
     threshold = float(benign[int(np.ceil(len(benign) * (1 - args.max_fp))) - 1]) + 1e-6
