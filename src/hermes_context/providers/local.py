@@ -147,7 +147,7 @@ class LocalMemoryProvider(MemoryProvider):
         self._lock = threading.RLock()
         # The user's item ids and, per encoder column, their vectors; rebuilt after writes.
         self._matrix: dict[str, Any] | None = None
-        self._matrix_ids: list[int] = []
+        self._matrix_ids: Any = None  # numpy int64 array, ascending
 
     # -- MemoryProvider -----------------------------------------------------
 
@@ -301,6 +301,8 @@ class LocalMemoryProvider(MemoryProvider):
             mode = "hybrid" if self.use_embeddings else "bm25"
         if mode not in ("bm25", "embedding", "hybrid"):
             raise ValueError(f"mode must be auto, bm25, embedding or hybrid, got {mode!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
         if mode != "bm25" and not self.use_embeddings:
             raise ValueError(
                 'embedding recall needs the semantic extra: pip install "hermes-context[semantic]"'
@@ -359,21 +361,27 @@ class LocalMemoryProvider(MemoryProvider):
         import numpy as np
 
         ids, matrices = self._vectors()
-        if not ids:
+        if not len(ids):
             return []
+        # Both queries are embedded before any matrix product: numpy's BLAS threads
+        # linger after a product and would slow the e5 engine's threads (e5.py).
+        queries = {column: self._embed_query(column, query) for column in matrices}
         total = np.zeros(len(ids), dtype=np.float32)
         for column, matrix in matrices.items():
-            cosine = matrix @ self._embed_query(column, query)
+            cosine = matrix @ queries[column]
             total += (cosine - cosine.mean()) / (cosine.std() + 1e-6)
-        position = {item: row for row, item in enumerate(ids)}
-        for rank, item in enumerate(lexical, start=1):
-            if item in position:
-                total[position[item]] += BM25_BONUS / rank**0.5
-        order = np.argsort(-total)[:k]
-        return [(ids[row], float(total[row])) for row in order]
+        if lexical:  # ids are ascending: BM25's items are found by binary search
+            found = np.asarray(lexical, dtype=np.int64)
+            rows = np.searchsorted(ids, found).clip(0, len(ids) - 1)
+            ranks = np.arange(1, len(found) + 1, dtype=np.float32)
+            hit = ids[rows] == found
+            np.add.at(total, rows[hit], BM25_BONUS / np.sqrt(ranks[hit]))
+        top = np.argpartition(-total, k - 1)[:k] if len(ids) > k else np.arange(len(ids))
+        order = top[np.argsort(-total[top], kind="stable")]
+        return [(int(ids[row]), float(total[row])) for row in order]
 
-    def _vectors(self) -> tuple[list[int], dict[str, Any]]:
-        """The user's item ids and each encoder's matrix (rows missing a vector filled first)."""
+    def _vectors(self) -> tuple[Any, dict[str, Any]]:
+        """The user's item ids (ascending) and each encoder's matrix (missing vectors filled first)."""
         import numpy as np
 
         if self._matrix is None:
@@ -387,7 +395,7 @@ class LocalMemoryProvider(MemoryProvider):
                 )
                 .fetchall()
             )
-            self._matrix_ids = [r[0] for r in rows]
+            self._matrix_ids = np.asarray([r[0] for r in rows], dtype=np.int64)
             self._matrix = {
                 column: (
                     np.vstack([np.frombuffer(r[n], dtype=np.float32) for r in rows])
