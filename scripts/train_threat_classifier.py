@@ -3,8 +3,8 @@
 Training data: the labelled notes the rules were written on
 (``tests/data/memory_threat_corpus.jsonl``), the training batches written
 blind for the semantic layer (``tests/data/threat_batches/train*.jsonl``: train,
-train_b to train_f) and the held-out batches ``heldout_a`` to ``heldout_e``
-once they had been scored blind. ``heldout_f`` and ``heldout_g`` are never read
+train_b to train_h) and the held-out batches ``heldout_a`` to ``heldout_g``
+once they had been scored blind. ``heldout_h`` and ``heldout_i`` are never read
 here.
 
 Each note is turned into features (``semantic.features``: two sentence
@@ -48,9 +48,9 @@ BATCHES = ROOT / "tests" / "data" / "threat_batches"
 SOURCES = (
     ROOT / "tests" / "data" / "memory_threat_corpus.jsonl",
     *(BATCHES / f"{name}.jsonl" for name in ("train", "train_b", "train_c", "train_d")),
-    *(BATCHES / f"{name}.jsonl" for name in ("train_e", "train_f")),
+    *(BATCHES / f"{name}.jsonl" for name in ("train_e", "train_f", "train_g", "train_h")),
     # Scored blind first (docs/memory.md has those figures), then trained on:
-    *(BATCHES / f"heldout_{x}.jsonl" for x in "abcde"),
+    *(BATCHES / f"heldout_{x}.jsonl" for x in "abcdefg"),
 )
 OUT = ROOT / "src" / "hermes_context" / "memory" / semantic.WEIGHTS_FILE
 FOLDS = 5

@@ -133,6 +133,15 @@ def test_bm25_recall_is_scoped_to_the_user(local, tmp_path):
     ]
     assert local.search("乌龙茶")[0].text == "用户喜欢喝乌龙茶，不喝咖啡。"
     assert local.status()["items"] == 2 and local.status()["mode"] == "BM25 only"
+    stored = local.add_many(
+        [
+            ("The staging database listens on port 6543.", "fact", "s2"),  # stored already
+            ("The cache runs on port 6380.", "fact", "s2"),
+            ("  The cache runs   on port 6380. ", "fact", "s3"),  # the same once normalised
+            ("   ", "fact", "s3"),
+        ]
+    )
+    assert stored == 1 and local.status()["items"] == 3
     bob = LocalMemoryProvider(tmp_path / "m.db", use_embeddings=False)
     bob.initialize("s9", user_id="bob")
     assert bob.search("staging database") == [] and bob.status()["items"] == 0

@@ -256,17 +256,32 @@ class LocalMemoryProvider(MemoryProvider):
             return item_id
 
     def add_many(self, items: list[tuple[str, str, str | None]]) -> int:
-        """Store ``(text, kind, session_id)`` items in one transaction (embedded in a batch)."""
-        texts = [_item_text(t) for t, _, _ in items]
+        """Store ``(text, kind, session_id)`` items in one transaction (embedded in a batch).
+
+        Like ``add``, empty texts and duplicates (of the user's items or within
+        ``items``) are skipped; returns how many were stored.
+        """
+        with self._lock:
+            db = self._db()
+            existing = {
+                r[0]
+                for r in db.execute("SELECT text FROM items WHERE user_id = ?", (self.user_id,))
+            }
+        todo: dict[str, tuple[str, str | None]] = {}
+        for text, kind, session in items:
+            text = _item_text(text)
+            if text and text not in existing and text not in todo:
+                todo[text] = (kind, session)
+        texts = list(todo)
         matrices = self._embed(texts)
         with self._lock:
             db = self._db()
             with db:
-                for row, (text, (_, kind, session)) in enumerate(zip(texts, items, strict=True)):
+                for row, text in enumerate(texts):
                     vectors = {column: matrix[row] for column, matrix in matrices.items()}
-                    self._insert(db, text, kind, session, vectors)
+                    self._insert(db, text, *todo[text], vectors)
             self._matrix = None
-        return len(items)
+        return len(texts)
 
     def _insert(
         self,
