@@ -3,11 +3,11 @@
 Batches (``tests/data``), by how much they shaped the scanner:
 
 - TUNED: ``corpus`` (the notes the rules were written on), ``train`` to
-  ``train_f`` (written blind, then used to tune the rules and to train the
-  semantic classifier) and ``heldout_a`` to ``heldout_e`` (written blind by
+  ``train_h`` (written blind, then used to tune the rules and to train the
+  semantic classifier) and ``heldout_a`` to ``heldout_g`` (written blind by
   other authors and scored blind first — ``docs/memory.md`` keeps those
   figures — then added to the classifier's training data).
-- UNTUNED: ``heldout_f`` and ``heldout_g`` (written blind by one author,
+- UNTUNED: ``heldout_h`` and ``heldout_i`` (written blind by one author,
   independently of each other, scored once, after every choice).
 
 A split attack (two entries) counts as caught when ``scan_entries`` flags
@@ -39,13 +39,17 @@ BATCHES = {
     "train_d": (DATA / "threat_batches" / "train_d.jsonl", "tuned"),
     "train_e": (DATA / "threat_batches" / "train_e.jsonl", "tuned"),
     "train_f": (DATA / "threat_batches" / "train_f.jsonl", "tuned"),
+    "train_g": (DATA / "threat_batches" / "train_g.jsonl", "tuned"),
+    "train_h": (DATA / "threat_batches" / "train_h.jsonl", "tuned"),
     "heldout_a": (DATA / "threat_batches" / "heldout_a.jsonl", "tuned"),
     "heldout_b": (DATA / "threat_batches" / "heldout_b.jsonl", "tuned"),
     "heldout_c": (DATA / "threat_batches" / "heldout_c.jsonl", "tuned"),
     "heldout_d": (DATA / "threat_batches" / "heldout_d.jsonl", "tuned"),
     "heldout_e": (DATA / "threat_batches" / "heldout_e.jsonl", "tuned"),
-    "heldout_f": (DATA / "threat_batches" / "heldout_f.jsonl", "untuned"),
-    "heldout_g": (DATA / "threat_batches" / "heldout_g.jsonl", "untuned"),
+    "heldout_f": (DATA / "threat_batches" / "heldout_f.jsonl", "tuned"),
+    "heldout_g": (DATA / "threat_batches" / "heldout_g.jsonl", "tuned"),
+    "heldout_h": (DATA / "threat_batches" / "heldout_h.jsonl", "untuned"),
+    "heldout_i": (DATA / "threat_batches" / "heldout_i.jsonl", "untuned"),
 }
 MIN_CAUGHT = 0.90
 MAX_FLAGGED = 0.02
