@@ -14,9 +14,10 @@ memory provider's retrieval encoder) carry what a note means in any language,
 the n-grams the exact tokens (``| sh``, ``~/.ssh``, ``webhook``) that a
 meaning-level model blurs. Trained on all batches but one and scored on the
 one left out, the three together caught more attacks from that unseen writer,
-at the same false-positive rate, than any two of them (``docs/memory.md``). A note whose score, or the
-score of one of its undisguised views, reaches the classifier's threshold is
-flagged ``semantic.malicious``.
+at the same false-positive rate, than USE with either of the others
+(``docs/memory.md``). A note whose score, or the score of one of its
+undisguised views, reaches the classifier's threshold is flagged
+``semantic.malicious``.
 
 It is optional: install ``hermes-context[semantic]``. Without it the rules
 work alone (``semantic_available()`` says which).
