@@ -44,7 +44,10 @@ def write_text_atomically(
             _link_new(tmp, target)
     finally:
         Path(tmp).unlink(missing_ok=True)
-    _fsync_folder(target.parent)
+    try:
+        fsync_dir(target.parent)
+    except OSError:
+        pass  # the rename is done: the file is written, only its durability is unknown
 
 
 def _link_new(tmp: str, target: Path) -> None:
@@ -62,15 +65,16 @@ def _link_new(tmp: str, target: Path) -> None:
         os.replace(tmp, target)
 
 
-def _fsync_folder(folder: Path) -> None:
-    """Make a rename durable; some file systems cannot fsync a folder, which is fine."""
+def fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (a no-op where folders cannot be opened)."""
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:
         return
     try:
         os.fsync(fd)
-    except OSError:
-        pass
+    except OSError as exc:  # some filesystems refuse fsync on folders
+        if exc.errno not in (errno.EINVAL, errno.EBADF):
+            raise
     finally:
         os.close(fd)

@@ -10,13 +10,13 @@ new file and never a torn one.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import StoreError
+from ..fileio import fsync_dir
 
 try:
     import fcntl
@@ -173,21 +173,6 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (a no-op where folders cannot be opened)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError as exc:  # some filesystems refuse fsync on folders
-        if exc.errno not in (errno.EINVAL, errno.EBADF):
-            raise
-    finally:
-        os.close(fd)
 
 
 def backup_file(path: Path, *, now: float | None = None) -> Path | None:
