@@ -3,11 +3,12 @@
 Batches (``tests/data``), by how much they shaped the scanner:
 
 - TUNED: ``corpus`` (the notes the rules were written on), ``train`` to
-  ``train_h`` (written blind, then used to tune the rules and to train the
-  semantic classifier) and ``heldout_a`` to ``heldout_g`` (written blind by
-  other authors and scored blind first — ``docs/memory.md`` keeps those
-  figures — then added to the classifier's training data).
-- UNTUNED: ``heldout_h`` and ``heldout_i`` (written blind by one author,
+  ``train_i`` and ``train_l`` to ``train_o`` (written blind, then used to tune
+  the rules and to train the semantic classifier) and ``heldout_a`` to
+  ``heldout_i`` (written blind by other authors and scored blind first —
+  ``docs/memory.md`` keeps those figures — then added to the classifier's
+  training data).
+- UNTUNED: ``heldout_j`` and ``heldout_k`` (written blind by two authors,
   independently of each other, scored once, after every choice).
 
 A split attack (two entries) counts as caught when ``scan_entries`` flags
@@ -48,8 +49,15 @@ BATCHES = {
     "heldout_e": (DATA / "threat_batches" / "heldout_e.jsonl", "tuned"),
     "heldout_f": (DATA / "threat_batches" / "heldout_f.jsonl", "tuned"),
     "heldout_g": (DATA / "threat_batches" / "heldout_g.jsonl", "tuned"),
-    "heldout_h": (DATA / "threat_batches" / "heldout_h.jsonl", "untuned"),
-    "heldout_i": (DATA / "threat_batches" / "heldout_i.jsonl", "untuned"),
+    "train_i": (DATA / "threat_batches" / "train_i.jsonl", "tuned"),
+    "train_l": (DATA / "threat_batches" / "train_l.jsonl", "tuned"),
+    "train_m": (DATA / "threat_batches" / "train_m.jsonl", "tuned"),
+    "train_n": (DATA / "threat_batches" / "train_n.jsonl", "tuned"),
+    "train_o": (DATA / "threat_batches" / "train_o.jsonl", "tuned"),
+    "heldout_h": (DATA / "threat_batches" / "heldout_h.jsonl", "tuned"),
+    "heldout_i": (DATA / "threat_batches" / "heldout_i.jsonl", "tuned"),
+    "heldout_j": (DATA / "threat_batches" / "heldout_j.jsonl", "untuned"),
+    "heldout_k": (DATA / "threat_batches" / "heldout_k.jsonl", "untuned"),
 }
 MIN_CAUGHT = 0.90
 MAX_FLAGGED = 0.02

@@ -3,28 +3,31 @@
 Training data: the labelled notes the rules were written on
 (``tests/data/memory_threat_corpus.jsonl``), the training batches written
 blind for the semantic layer (``tests/data/threat_batches/train*.jsonl``: train,
-train_b to train_h) and the held-out batches ``heldout_a`` to ``heldout_g``
-once they had been scored blind. ``heldout_h`` and ``heldout_i`` are never read
-here.
+train_b to train_i, train_l to train_o) and the held-out batches ``heldout_a``
+to ``heldout_i`` once they had been scored blind. ``heldout_j`` and
+``heldout_k`` are never read here.
 
 Each note is turned into features (``semantic.features``: two sentence
 embeddings and hashed character n-grams) in every view the scanner judges
 (``deobfuscate.views``: skeleton, leetspeak undone, spelled-out words joined,
 encoded spans decoded); a malicious note's views are all malicious examples, a
-benign note's views all benign ones. A logistic regression (L2, balanced
-classes) is fitted by full-batch Adam. The threshold is chosen on 5-fold out-of-fold scores (a note
-scores the maximum over its views) so that at most ``--max-fp`` of the benign
-notes are flagged.
+benign note's views all benign ones. The classifier (``semantic._Model``: the
+embeddings through one hidden layer, the n-grams straight to the output; L2,
+balanced classes) is fitted by full-batch Adam from a fixed seed. The
+threshold is chosen on 5-fold out-of-fold scores (a note scores the maximum
+over its views) so that at most ``--max-fp`` of the benign notes are flagged.
 
 ``--leave-one-out train_d,train_e,...`` measures instead how the design
 generalises to a writer it never saw: for each named batch, train on every
 other source and report the share of its attacks caught (rules or classifier)
 at the classifier threshold that flags 2% (and 1%) of that batch's benign
 notes, rules' flags included. ``--features`` picks which feature groups to use
-in that measurement (``use,e5,ngrams`` is the shipped design).
+in that measurement (``use,e5,ngrams`` is the shipped design) and ``--hidden``
+the classifier's hidden units (0: the logistic regression shipped before).
 
 Usage: python scripts/train_threat_classifier.py [--max-fp 0.01] [--l2 0.3] [--dry-run]
        python scripts/train_threat_classifier.py --leave-one-out BATCHES [--features use,e5]
+              [--hidden 0]
 Needs the ``semantic`` extra: pip install -e ".[semantic]".
 """
 
@@ -36,7 +39,9 @@ import hashlib
 import json
 import random
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -49,8 +54,9 @@ SOURCES = (
     ROOT / "tests" / "data" / "memory_threat_corpus.jsonl",
     *(BATCHES / f"{name}.jsonl" for name in ("train", "train_b", "train_c", "train_d")),
     *(BATCHES / f"{name}.jsonl" for name in ("train_e", "train_f", "train_g", "train_h")),
+    *(BATCHES / f"train_{x}.jsonl" for x in "ilmno"),
     # Scored blind first (docs/memory.md has those figures), then trained on:
-    *(BATCHES / f"heldout_{x}.jsonl" for x in "abcdefg"),
+    *(BATCHES / f"heldout_{x}.jsonl" for x in "abcdefghi"),
 )
 OUT = ROOT / "src" / "hermes_context" / "memory" / semantic.WEIGHTS_FILE
 FOLDS = 5
@@ -75,27 +81,82 @@ def load() -> list[tuple[str, int, str]]:
     return notes
 
 
-def fit(x: np.ndarray, y: np.ndarray, l2: float, steps: int = 400) -> tuple[np.ndarray, float]:
-    """Logistic regression with L2 and balanced class weights, by full-batch Adam.
+class Classifier(Protocol):
+    def logits(self, x: np.ndarray) -> np.ndarray: ...
 
-    Newton's method would need a 16,896-square Hessian; Adam from zero is
-    deterministic and converges in a few hundred steps on these sizes.
+
+@dataclass(frozen=True)
+class Linear:
+    """A logistic regression over every feature (``--hidden 0``, the design before 2026-12-03)."""
+
+    weights: np.ndarray
+    bias: float
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        return x @ self.weights + self.bias
+
+
+def _balanced(y: np.ndarray) -> np.ndarray:
+    """Per-example weights that give both classes the same total weight."""
+    n, pos = len(y), max(1, int(y.sum()))
+    return np.where(y == 1, n / (2 * pos), n / (2 * max(1, n - pos))).astype(np.float32)
+
+
+class _Adam:
+    """Adam over a list of arrays, updated in place."""
+
+    def __init__(self, params: list[np.ndarray], rate: float) -> None:
+        self.params, self.rate, self.t = params, rate, 0
+        self.m = [np.zeros_like(p) for p in params]
+        self.v = [np.zeros_like(p) for p in params]
+
+    def step(self, grads: list[np.ndarray]) -> None:
+        self.t += 1
+        for p, g, m, v in zip(self.params, grads, self.m, self.v, strict=True):
+            m *= 0.9
+            m += 0.1 * g
+            v *= 0.999
+            v += 0.001 * g * g
+            p -= self.rate * (m / (1 - 0.9**self.t)) / (np.sqrt(v / (1 - 0.999**self.t)) + 1e-8)
+
+
+def fit(x: np.ndarray, y: np.ndarray, l2: float, hidden: int = semantic.HIDDEN) -> Classifier:
+    """The classifier (balanced classes, L2 ``l2``), trained by full-batch Adam from a fixed seed.
+
+    ``hidden`` > 0: the embeddings through one layer of that many rectified units, the
+    n-grams straight to the output (``semantic._Model``); 0: a logistic regression.
     """
     x, y = x.astype(np.float32, copy=False), y.astype(np.float32)  # float64 would copy x per step
-    n, d = x.shape
-    pos = max(1, int(y.sum()))
-    weight = np.where(y == 1, n / (2 * pos), n / (2 * max(1, n - pos))).astype(np.float32)
-    w, b = np.zeros(d, np.float32), 0.0
-    m, v = np.zeros(d, np.float32), np.zeros(d, np.float32)
-    rate, beta1, beta2 = 0.025, 0.9, 0.999
-    for t in range(1, steps + 1):
-        err = (weight * (1 / (1 + np.exp(-(x @ w + b))) - y)).astype(np.float32)
-        grad = (x.T @ err + l2 * w) / n
-        m = beta1 * m + (1 - beta1) * grad
-        v = beta2 * v + (1 - beta2) * grad * grad
-        w -= rate * (m / (1 - beta1**t)) / (np.sqrt(v / (1 - beta2**t)) + 1e-8)
-        b -= rate * float(err.mean())
-    return w, float(b)
+    n, weight = len(y), _balanced(y)
+    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
+    if hidden == 0:
+        w, b = np.zeros(x.shape[1], np.float32), np.zeros(1, np.float32)
+        adam = _Adam([w, b], rate=0.025)
+        for _ in range(400):
+            err = (weight * (sig(x @ w + b[0]) - y)).astype(np.float32) / n
+            adam.step([x.T @ err + l2 * w / n, np.array([err.sum()], np.float32)])
+        return Linear(w, float(b[0]))
+    dim = semantic.EMBEDDING_DIM
+    emb, grams = x[:, :dim], x[:, dim:]
+    rng = np.random.default_rng(0)
+    w1 = (rng.standard_normal((dim, hidden)) * np.sqrt(2 / dim)).astype(np.float32)
+    b1, w2 = np.zeros(hidden, np.float32), np.zeros(hidden, np.float32)
+    wn, b = np.zeros(grams.shape[1], np.float32), np.zeros(1, np.float32)
+    adam = _Adam([w1, b1, w2, wn, b], rate=0.01)
+    for _ in range(300):
+        h = np.maximum(emb @ w1 + b1, 0)
+        err = (weight * (sig(h @ w2 + grams @ wn + b[0]) - y)).astype(np.float32) / n
+        back = np.outer(err, w2) * (h > 0)
+        adam.step(
+            [
+                emb.T @ back + l2 * w1 / n,
+                back.sum(0),
+                h.T @ err + l2 * w2 / n,
+                grams.T @ err + l2 * wn / n,
+                np.array([err.sum()], np.float32),
+            ]
+        )
+    return semantic._Model(w1, b1, w2, wn, float(b[0]), threshold=0.5)
 
 
 def embed_notes(notes: list[tuple[str, int, str]]) -> list[np.ndarray]:
@@ -111,11 +172,14 @@ def embed_notes(notes: list[tuple[str, int, str]]) -> list[np.ndarray]:
     return out
 
 
-def scores_of(vecs: np.ndarray, w: np.ndarray, b: float) -> float:
-    return float((1 / (1 + np.exp(-(vecs @ w + b)))).max())
+def scores_of(vecs: np.ndarray, model: Classifier) -> float:
+    """A note's score: the highest of its views'."""
+    return float((1 / (1 + np.exp(-model.logits(vecs)))).max())
 
 
-def cross_validate(vectors: list[np.ndarray], labels: np.ndarray, l2: float) -> np.ndarray:
+def cross_validate(
+    vectors: list[np.ndarray], labels: np.ndarray, l2: float, hidden: int
+) -> np.ndarray:
     """Out-of-fold score of every note (the max over its views)."""
     order = list(range(len(vectors)))
     random.Random(0).shuffle(order)
@@ -125,9 +189,9 @@ def cross_validate(vectors: list[np.ndarray], labels: np.ndarray, l2: float) -> 
         train = [i for i in order if i not in test]
         x = np.vstack([vectors[i] for i in train])
         y = np.concatenate([np.full(len(vectors[i]), labels[i]) for i in train])
-        w, b = fit(x, y, l2)
+        model = fit(x, y, l2, hidden)
         for i in test:
-            out[i] = scores_of(vectors[i], w, b)
+            out[i] = scores_of(vectors[i], model)
     return out
 
 
@@ -147,13 +211,17 @@ def leave_one_out(
     held: list[str],
     groups: list[str],
     l2: float,
+    hidden: int,
 ) -> None:
-    """Train without each batch in ``held`` and report how its attacks fare."""
+    """Train without each batch in ``held`` and report how its attacks fare.
+
+    Feature groups left out are zeroed, so every model reads the same columns.
+    """
     from hermes_context.memory.threats import scan_many
 
-    columns = np.concatenate(
-        [np.arange(semantic.EMBEDDING_DIM + (1 << semantic.NGRAM_BITS))[GROUPS[g]] for g in groups]
-    )
+    keep = np.zeros(semantic.EMBEDDING_DIM + (1 << semantic.NGRAM_BITS), np.float32)
+    for g in groups:
+        keep[GROUPS[g]] = 1.0
     labels = np.array([y for _, y, _ in notes])
     sources = np.array([src for _, _, src in notes])
     rules = np.array([bool(ids) for ids in scan_many([t for t, _, _ in notes], semantic=False)])
@@ -163,17 +231,17 @@ def leave_one_out(
         if not len(test):
             raise SystemExit(f"no training source is called {name!r}")
         train = np.flatnonzero(sources != name)
-        x = np.vstack([vectors[i][:, columns] for i in train])
+        x = np.vstack([vectors[i] * keep for i in train])
         y = np.concatenate([np.full(len(vectors[i]), labels[i]) for i in train])
-        w, b = fit(x, y, l2)
-        scores = np.array([scores_of(vectors[i][:, columns], w, b) for i in test])
+        model = fit(x, y, l2, hidden)
+        scores = np.array([scores_of(vectors[i] * keep, model) for i in test])
         two = caught_at(scores, labels[test], rules[test], 0.02)
         one = caught_at(scores, labels[test], rules[test], 0.01)
         figures.append(two)
         print(f"{name}: caught {two:.1%} at 2% flagged, {one:.1%} at 1%", flush=True)
     print(
         f"mean over {len(held)} batches at 2% flagged: {np.nanmean(figures):.1%} "
-        f"(features {'+'.join(groups)}, l2 {l2:g})"
+        f"(features {'+'.join(groups)}, l2 {l2:g}, hidden {hidden})"
     )
 
 
@@ -184,7 +252,18 @@ def main() -> int:
     parser.add_argument("--dry-run", action="store_true", help="report, write nothing")
     parser.add_argument("--leave-one-out", default="", help="comma-separated batch names")
     parser.add_argument("--features", default="use,e5,ngrams", help="groups for --leave-one-out")
+    parser.add_argument(
+        "--hidden",
+        type=int,
+        default=semantic.HIDDEN,
+        help="hidden units (0: linear, --leave-one-out only)",
+    )
     args = parser.parse_args()
+    if args.hidden < 0 or (args.hidden != semantic.HIDDEN and not args.leave_one_out):
+        parser.error(
+            f"--hidden: the shipped classifier has {semantic.HIDDEN} hidden units; "
+            "other sizes (0 = linear) are for --leave-one-out comparisons"
+        )
     groups = [g for g in args.features.split(",") if g]
     if not groups or any(g not in GROUPS for g in groups):
         parser.error(f"--features takes a comma-separated subset of {','.join(GROUPS)}")
@@ -192,9 +271,9 @@ def main() -> int:
     labels = np.array([y for _, y, _ in notes])
     vectors = embed_notes(notes)
     if args.leave_one_out:
-        leave_one_out(notes, vectors, args.leave_one_out.split(","), groups, args.l2)
+        leave_one_out(notes, vectors, args.leave_one_out.split(","), groups, args.l2, args.hidden)
         return 0
-    oof = cross_validate(vectors, labels, args.l2)
+    oof = cross_validate(vectors, labels, args.l2, args.hidden)
     benign = np.sort(oof[labels == 0])
     threshold = float(benign[int(np.ceil(len(benign) * (1 - args.max_fp))) - 1]) + 1e-6
     caught = float((oof[labels == 1] >= threshold).mean())
@@ -204,13 +283,17 @@ def main() -> int:
     )
     x = np.vstack(vectors)
     y = np.concatenate([np.full(len(v), labels[i]) for i, v in enumerate(vectors)])
-    w, b = fit(x, y, args.l2)
+    model = fit(x, y, args.l2, args.hidden)
+    assert isinstance(model, semantic._Model)
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES)).hexdigest()[:16]
     if not args.dry_run:
         np.savez(
             OUT,
-            weights=w.astype(np.float32),
-            bias=np.float64(b),
+            hidden_weights=model.hidden_weights,
+            hidden_bias=model.hidden_bias,
+            output_weights=model.output_weights,
+            ngram_weights=model.ngram_weights,
+            bias=np.float64(model.bias),
             threshold=np.float64(threshold),
             cv_caught=np.float64(caught),
             cv_flagged=np.float64(flagged),

