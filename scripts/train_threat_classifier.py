@@ -105,6 +105,10 @@ def _balanced(y: np.ndarray) -> np.ndarray:
     return np.where(y == 1, n / (2 * pos), n / (2 * max(1, n - pos))).astype(np.float32)
 
 
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-z))
+
+
 class _Adam:
     """Adam over a list of arrays, updated in place."""
 
@@ -131,12 +135,11 @@ def fit(x: np.ndarray, y: np.ndarray, l2: float, hidden: int = semantic.HIDDEN) 
     """
     x, y = x.astype(np.float32, copy=False), y.astype(np.float32)  # float64 would copy x per step
     n, weight = len(y), _balanced(y)
-    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
     if hidden == 0:
         w, b = np.zeros(x.shape[1], np.float32), np.zeros(1, np.float32)
         adam = _Adam([w, b], rate=0.025)
         for _ in range(400):
-            err = (weight * (sig(x @ w + b[0]) - y)).astype(np.float32) / n
+            err = (weight * (_sigmoid(x @ w + b[0]) - y)).astype(np.float32) / n
             adam.step([x.T @ err + l2 * w / n, np.array([err.sum()], np.float32)])
         return Linear(w, float(b[0]))
     dim = semantic.EMBEDDING_DIM
@@ -148,7 +151,7 @@ def fit(x: np.ndarray, y: np.ndarray, l2: float, hidden: int = semantic.HIDDEN) 
     adam = _Adam([w1, b1, w2, wn, b], rate=0.01)
     for _ in range(300):
         h = np.maximum(emb @ w1 + b1, 0)
-        err = (weight * (sig(h @ w2 + grams @ wn + b[0]) - y)).astype(np.float32) / n
+        err = (weight * (_sigmoid(h @ w2 + grams @ wn + b[0]) - y)).astype(np.float32) / n
         back = np.outer(err, w2) * (h > 0)
         adam.step(
             [
@@ -177,7 +180,7 @@ def embed_notes(notes: list[tuple[str, int, str]]) -> list[np.ndarray]:
 
 def scores_of(vecs: np.ndarray, model: Classifier) -> float:
     """A note's score: the highest of its views'."""
-    return float((1 / (1 + np.exp(-model.logits(vecs)))).max())
+    return float(_sigmoid(model.logits(vecs)).max())
 
 
 def cross_validate(

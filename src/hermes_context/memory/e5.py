@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from importlib.util import find_spec
 from typing import Any
 
@@ -101,16 +102,25 @@ def _encode(texts: Sequence[str], *, query: bool) -> Any:
     ]
     with _LOCK:
         model = _model()
-        if len(clean) == 1 and _OPENMP is not None:
-            # One short text: waking and joining a second thread costs more than it
-            # saves (a recall query: p95 36 ms on one thread, 41 ms on two). The count
-            # is the calling thread's own setting, put back at once; batches keep both.
-            threads = _OPENMP.omp_get_max_threads()
-            _OPENMP.omp_set_num_threads(1)
-            try:
-                out = model.query(clean) if query else model.passage(clean)
-            finally:
-                _OPENMP.omp_set_num_threads(threads)
-        else:
+        with _one_thread(len(clean) == 1):
             out = model.query(clean) if query else model.passage(clean)
     return np.asarray(out, dtype=np.float32).reshape(len(clean), DIM)
+
+
+@contextmanager
+def _one_thread(wanted: bool) -> Iterator[None]:
+    """Run the engine on one OpenMP thread inside the block, when ``wanted`` and possible.
+
+    For one short text, waking and joining a second thread costs more than it
+    saves (a recall query: p95 36 ms on one thread, 41 ms on two). The count is
+    the calling thread's own setting, put back at once; batches keep both.
+    """
+    if not wanted or _OPENMP is None:
+        yield
+        return
+    threads = _OPENMP.omp_get_max_threads()
+    _OPENMP.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        _OPENMP.omp_set_num_threads(threads)

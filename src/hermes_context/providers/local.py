@@ -339,11 +339,11 @@ class LocalMemoryProvider(MemoryProvider):
             # the GIL (SQLite, the encoders' native code), and a query whose words match
             # thousands of items costs as much as the e5 embedding. Nothing else touches
             # the connection meanwhile: this thread holds the lock and only embeds.
-            if self._lexical is None:
-                self._lexical = ThreadPoolExecutor(1, thread_name_prefix="local-memory-bm25")
-            lexical_job = (
-                self._lexical.submit(self._bm25, query, CANDIDATES) if mode == "hybrid" else None
-            )
+            lexical_job = None
+            if mode == "hybrid":
+                if self._lexical is None:
+                    self._lexical = ThreadPoolExecutor(1, thread_name_prefix="local-memory-bm25")
+                lexical_job = self._lexical.submit(self._bm25, query, CANDIDATES)
             try:
                 # Both questions before any matrix product: numpy's BLAS threads
                 # linger after a product and would slow the e5 engine (e5.py).
