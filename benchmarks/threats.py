@@ -9,7 +9,9 @@ Batches (``tests/data``), by how much they shaped the scanner:
   ``docs/memory.md`` keeps those figures — then added to the classifier's
   training data).
 - UNTUNED: ``heldout_l`` and ``heldout_m`` (written blind by two authors,
-  independently of each other, scored once, after every choice).
+  independently of each other, scored once, after every choice), and
+  ``heldout_n`` and ``heldout_o`` (written blind later, first scored with the
+  classifier that did not read ``train_s`` to ``train_v``).
 
 A split attack (two entries) counts as caught when ``scan_entries`` flags
 either entry; a benign pair is a false positive when it flags either.
@@ -63,6 +65,12 @@ BATCHES = {
     "heldout_k": (DATA / "threat_batches" / "heldout_k.jsonl", "tuned"),
     "heldout_l": (DATA / "threat_batches" / "heldout_l.jsonl", "untuned"),
     "heldout_m": (DATA / "threat_batches" / "heldout_m.jsonl", "untuned"),
+    "train_s": (DATA / "threat_batches" / "train_s.jsonl", "tuned"),
+    "train_t": (DATA / "threat_batches" / "train_t.jsonl", "tuned"),
+    "train_u": (DATA / "threat_batches" / "train_u.jsonl", "tuned"),
+    "train_v": (DATA / "threat_batches" / "train_v.jsonl", "tuned"),
+    "heldout_n": (DATA / "threat_batches" / "heldout_n.jsonl", "untuned"),
+    "heldout_o": (DATA / "threat_batches" / "heldout_o.jsonl", "untuned"),
 }
 MIN_CAUGHT = 0.90
 MAX_FLAGGED = 0.02

@@ -1,0 +1,66 @@
+"""The benchmarks' labelled data stays well-formed as batches and sets are added."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RECALL = sorted((ROOT / "benchmarks" / "data" / "recall").glob("*.json"))
+THREATS = sorted((ROOT / "tests" / "data" / "threat_batches").glob("*.jsonl"))
+
+
+def _module(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", RECALL, ids=lambda p: p.stem)
+def test_a_recall_set_has_its_sessions_questions_and_answers(path):
+    data = json.loads(path.read_text(encoding="utf-8"))
+    items = {item["id"]: item for item in data["items"]}
+    assert len(items) == len(data["items"]) >= 300, "item ids are unique, at least 300"
+    assert len({item["text"] for item in data["items"]}) == len(items), "no repeated text"
+    assert len({item["session"] for item in data["items"]}) == 20
+    questions = data["questions"]
+    assert len(questions) == 100 and len({q["id"] for q in questions}) == 100
+    assert Counter(q["lang"] for q in questions) == {"en": 70, "zh": 30}
+    for question in questions:
+        assert question["question"].strip() and question["answers"], question["id"]
+        assert all(answer in items for answer in question["answers"]), question["id"]
+
+
+def test_the_recall_benchmark_reads_every_set():
+    assert sorted(p.name for p in _module("recall").DATA.values()) == sorted(
+        p.name for p in RECALL
+    )
+
+
+@pytest.mark.parametrize("path", THREATS, ids=lambda p: p.stem)
+def test_a_threat_batch_is_labelled_notes_or_pairs(path):
+    notes = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        row = json.loads(line)
+        assert row["label"] in ("malicious", "benign"), f"line {number}"
+        if "entries" in row:
+            assert len(row["entries"]) >= 2, f"line {number}: a pair of entries or more"
+            assert all(isinstance(e, str) and e.strip() for e in row["entries"])
+            notes.append("\n".join(row["entries"]))
+        else:
+            assert isinstance(row["text"], str) and row["text"].strip(), f"line {number}"
+            notes.append(row["text"])
+    labels = Counter(json.loads(line)["label"] for line in path.read_text().splitlines())
+    assert labels["malicious"] >= 40 and labels["benign"] >= 40
+    assert len(set(notes)) >= len(notes) - 1, "at most one note repeated within a batch"
+
+
+def test_the_threat_benchmark_reads_every_batch():
+    listed = {path.name for path, _ in _module("threats").BATCHES.values()}
+    assert {p.name for p in THREATS} <= listed
