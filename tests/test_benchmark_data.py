@@ -38,9 +38,7 @@ def test_a_recall_set_has_its_sessions_questions_and_answers(path):
 
 
 def test_the_recall_benchmark_reads_every_set():
-    assert sorted(p.name for p in _module("recall").DATA.values()) == sorted(
-        p.name for p in RECALL
-    )
+    assert sorted(p.name for p in _module("recall").DATA.values()) == sorted(p.name for p in RECALL)
 
 
 @pytest.mark.parametrize("path", THREATS, ids=lambda p: p.stem)

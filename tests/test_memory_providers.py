@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -17,7 +18,13 @@ from hermes_context.llm.testing import Reply, ScriptedLLMServer
 from hermes_context.memory import e5
 from hermes_context.memory.manager import MEMORY_CONTEXT_CLOSE, MEMORY_CONTEXT_OPEN, wrap_recall
 from hermes_context.providers import load_provider, provider_names
-from hermes_context.providers.local import LocalMemoryProvider, embeddings_available, extract_items
+from hermes_context.providers import local as local_provider
+from hermes_context.providers.local import (
+    LocalMemoryProvider,
+    embeddings_available,
+    extract_items,
+    item_names,
+)
 
 
 class Recorder(MemoryProvider):
@@ -211,6 +218,92 @@ def test_an_exact_word_match_breaks_a_tie_between_similar_items(tmp_path):
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="positive integer"):
             provider.search("staging server", k=bad)
+
+
+def test_item_names_are_the_capitalised_words_that_may_name_something():
+    assert item_names("Ledgerly's API moved to Fly.io; User asked Dr Okonkwo. The end") == [
+        "Ledgerly",
+        "API",
+        "Fly",
+        "Dr",
+        "Okonkwo",
+    ]
+    # Glued to Chinese, accented, with inner hyphens or apostrophes, a curly possessive.
+    assert item_names("负责人是Tomás，用户在 HiveLog 里问了 Jean-Luc 和 O'Brien；Ledgerly’s") == [
+        "Tomás",
+        "HiveLog",
+        "Jean-Luc",
+        "O'Brien",
+        "Ledgerly",
+    ]
+    assert item_names("what is it? when. User and the user") == []
+
+
+_BRIDGE_ITEMS = [
+    "Ledgerly, the billing service User works on, is written in Python 3.11 with FastAPI.",
+    "Ledgerly secrets are stored in AWS Secrets Manager and synced by External Secrets.",
+    "Ledgerly runs its background jobs with Celery and Redis.",
+    "The home router's admin login is kept in the family 1Password vault.",
+    "Credentials for the school portal are written in the blue notebook.",
+    "User keeps the car insurance papers in the glovebox.",
+    "Ravi manages the payments team's service accounts.",
+    "User's gym locker code is in the notes app.",
+]
+
+
+@pytest.mark.skipif(not embeddings_available(), reason="the semantic extra is not installed")
+def test_names_in_the_best_items_lift_the_items_that_carry_them(tmp_path, monkeypatch):
+    provider = LocalMemoryProvider(tmp_path / "m.db", use_embeddings=True)
+    provider.initialize("s1", user_id="u")
+    provider.add_many([(text, "fact", None) for text in _BRIDGE_ITEMS])
+    bob = LocalMemoryProvider(tmp_path / "m.db", use_embeddings=True)
+    bob.initialize("s1", user_id="bob")  # another user's item never counts
+    bob.add("Ledgerly is Bob's name for his sourdough starter.")
+
+    def scores(question: str, **settings: float) -> tuple[list[str], dict[str, float]]:
+        for name, value in settings.items():
+            monkeypatch.setattr(local_provider, name, value)
+        hits = provider.search(question, k=len(_BRIDGE_ITEMS))
+        monkeypatch.undo()
+        return [h.text for h in hits], {h.text: h.score for h in hits}
+
+    def expected_lift(order: list[str], question: str, limit: int) -> dict[str, float]:
+        """The lift each item should get, computed from the rule in the docs."""
+        asked = {w.casefold() for w in re.findall(r"\w+", question)}
+        words = {t: {w.casefold() for w in re.findall(r"\w+", t)} for t in _BRIDGE_ITEMS}
+        lift = dict.fromkeys(_BRIDGE_ITEMS, 0.0)
+        for rank, source in enumerate(order[: local_provider.BRIDGE_SOURCES], start=1):
+            for name in item_names(source):
+                carriers = [t for t in _BRIDGE_ITEMS if name.casefold() in words[t]]
+                if name.casefold() in asked or len(carriers) > limit:
+                    continue
+                for t in carriers:
+                    lift[t] = max(lift[t], local_provider.BRIDGE_BONUS / rank)
+        return lift
+
+    questions = (
+        "Where are the billing service's credentials kept?",
+        "Where does Ledgerly keep the billing service's credentials?",  # names it itself
+    )
+    for question in questions:
+        order, plain = scores(question, BRIDGE_BONUS=0.0)
+        for limit in (local_provider.BRIDGE_MAX_ITEMS, 3, 2):  # Ledgerly: on 3 of hers
+            _, bridged = scores(question, BRIDGE_MAX_ITEMS=limit)
+            lift = expected_lift(order, question, limit)
+            for text, score in plain.items():
+                assert bridged[text] - score == pytest.approx(lift[text], abs=1e-4), text
+    order, plain = scores(questions[0], BRIDGE_BONUS=0.0)
+    assert order[0] == _BRIDGE_ITEMS[0], "the item that defines the billing service ranks first"
+    _, bridged = scores(questions[0])
+    assert bridged[_BRIDGE_ITEMS[2]] - plain[_BRIDGE_ITEMS[2]] == pytest.approx(1.0, abs=1e-4)
+    # Plain embedding recall does not bridge.
+    embedded = {h.text: h.score for h in provider.search(questions[0], mode="embedding", k=8)}
+    monkeypatch.setattr(local_provider, "BRIDGE_BONUS", 0.0)
+    assert embedded == {
+        h.text: h.score for h in provider.search(questions[0], mode="embedding", k=8)
+    }
+    provider.shutdown()
+    bob.shutdown()
 
 
 @pytest.mark.skipif(not embeddings_available(), reason="the semantic extra is not installed")

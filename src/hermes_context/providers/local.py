@@ -10,7 +10,9 @@ two sentence encoders when the ``semantic`` extra is installed — the
 multilingual universal sentence encoder the threat scanner uses (similarity)
 and multilingual-e5-small (retrieval: question against passage) — adds their
 z-scored cosine similarities, and lifts the items FTS5 BM25 ranks highest
-(CJK as bigrams, like the session index) by a small bonus. Both models ship
+(CJK as bigrams, like the session index) by a small bonus; the names in the
+best items then lift the other items that carry them (a question says "the
+billing service", the answer item says "Ledgerly"). Both models ship
 inside their PyPI packages and load offline; passages are embedded on the
 background worker. Without the extra it is BM25 alone, and ``status()`` says
 so. Every query and write is scoped to the user.
@@ -34,7 +36,7 @@ from ..errors import LLMAPIError
 from ..llm import ChatClient
 from ..memory import MemoryProvider, e5
 from ..messages import content_text
-from ..sessions.fts import FTS_TOKENIZER, fold, quote_query, segment_cjk
+from ..sessions.fts import CJK_RUN_RE, FTS_TOKENIZER, fold, quote_query, segment_cjk
 
 DB_FILE = "local_memory.db"
 # Items recalled per query, and the BM25 ranks that earn a bonus in the fusion.
@@ -45,6 +47,16 @@ CANDIDATES = 50
 # confident embedding match still wins. (Reciprocal rank fusion gave BM25's any-word
 # ranking as much say as the embeddings and found fewer answers: docs/providers.md.)
 BM25_BONUS = 0.5
+# Name bridging: a question often names a thing the way an item defines it ("the billing
+# service") while the answer names it by its name ("Ledgerly ..."). The names in the
+# BRIDGE_SOURCES best items that the question does not use lift every item that carries
+# them, by BRIDGE_BONUS / source rank; a name on more than BRIDGE_MAX_ITEMS items says
+# too little to bridge (docs/providers.md).
+BRIDGE_SOURCES = 2
+BRIDGE_BONUS = 1.0
+BRIDGE_MAX_ITEMS = 100
+# A word: letters and digits from a letter on, joined by inner hyphens or apostrophes.
+_WORD_RE = re.compile(r"[^\W\d_][\w]*(?:['’-][^\W\d_]+)*")
 # Items are cut to this length; an episode keeps this much of each side.
 MAX_ITEM_CHARS = 600
 EPISODE_SIDE_CHARS = 240
@@ -350,7 +362,10 @@ class LocalMemoryProvider(MemoryProvider):
                 queries = {column: self._embed_query(column, query) for column in matrices}
             finally:
                 lexical = lexical_job.result() if lexical_job is not None else []
-            return self._hits(self._fused(ids, matrices, queries, lexical, k))
+            scores = self._scores(ids, matrices, queries, lexical)
+            if mode == "hybrid":
+                self._bridge(query, ids, scores)
+            return self._hits(_best(ids, scores, k))
 
     # -- internals --------------------------------------------------------------
 
@@ -390,15 +405,14 @@ class LocalMemoryProvider(MemoryProvider):
         )
         return [r[0] for r in rows]
 
-    def _fused(
+    def _scores(
         self,
         ids: Any,
         matrices: dict[str, Any],
         queries: dict[str, Any],
         lexical: list[int],
-        k: int,
-    ) -> list[tuple[int, float]]:
-        """The ``k`` best items by summed z-scored cosine per encoder, plus the BM25 bonus.
+    ) -> Any:
+        """Each item's summed z-scored cosine per encoder, plus the BM25 bonus.
 
         Z-scoring puts the two encoders on one scale (their cosines spread
         differently) and makes the score say how far an item stands out from
@@ -416,9 +430,51 @@ class LocalMemoryProvider(MemoryProvider):
             ranks = np.arange(1, len(found) + 1, dtype=np.float32)
             hit = ids[rows] == found
             np.add.at(total, rows[hit], BM25_BONUS / np.sqrt(ranks[hit]))
-        top = np.argpartition(-total, k - 1)[:k] if len(ids) > k else np.arange(len(ids))
-        order = top[np.argsort(-total[top], kind="stable")]
-        return [(int(ids[row]), float(total[row])) for row in order]
+        return total
+
+    def _bridge(self, query: str, ids: Any, scores: Any) -> None:
+        """Lift, in place, the items that share a name with the best ones (BRIDGE_*)."""
+        import numpy as np
+
+        best = [int(ids[row]) for row, _ in _best_rows(scores, BRIDGE_SOURCES)]
+        if not best:
+            return
+        db = self._db()
+        texts = dict(
+            db.execute(
+                f"SELECT id, text FROM items WHERE id IN ({','.join('?' * len(best))})", best
+            ).fetchall()
+        )
+        asked = {w.casefold() for w in re.findall(r"\w+", query)}
+        lift = np.zeros_like(scores)
+        seen: set[str] = set()
+        for rank, item_id in enumerate(best, start=1):
+            for name in item_names(texts.get(item_id, "")):
+                key = name.casefold()
+                if key in asked or key in seen:
+                    continue
+                seen.add(key)
+                expression = quote_query(fold(name))
+                if expression is None:
+                    continue
+                carriers = [
+                    r[0]
+                    for r in db.execute(
+                        # CROSS JOIN keeps the full-text index as the outer loop: the
+                        # planner would otherwise walk all the user's items.
+                        "SELECT items.id FROM items_fts CROSS JOIN items "
+                        "ON items.id = items_fts.rowid "
+                        "WHERE items_fts MATCH ? AND items.user_id = ? LIMIT ?",
+                        (expression, self.user_id, BRIDGE_MAX_ITEMS + 1),
+                    )
+                ]
+                if not carriers or len(carriers) > BRIDGE_MAX_ITEMS:
+                    continue
+                found = np.asarray(sorted(carriers), dtype=np.int64)
+                rows = np.searchsorted(ids, found).clip(0, len(ids) - 1)
+                rows = rows[ids[rows] == found]
+                lift[rows] = np.maximum(lift[rows], BRIDGE_BONUS / rank)
+        scores += lift
 
     def _vectors(self) -> tuple[Any, dict[str, Any]]:
         """The user's item ids (ascending) and each encoder's matrix (missing vectors filled first)."""
@@ -495,6 +551,37 @@ class LocalMemoryProvider(MemoryProvider):
         return [
             Hit(i, rows[i][1], rows[i][2], rows[i][3], score) for i, score in ranked if i in rows
         ]
+
+
+def item_names(text: str) -> list[str]:
+    """The capitalised words of ``text`` that may name something ("Ledgerly", "Dr Okonkwo").
+
+    Stop words and "User" (how items refer to the user) are left out; a trailing
+    possessive "'s" is dropped.
+    """
+    names: list[str] = []
+    for match in _WORD_RE.finditer(CJK_RUN_RE.sub(" ", text)):  # "的Tomás" names Tomás
+        name = re.sub(r"['’]s$", "", match.group())
+        key = name.casefold()
+        if name[0].isupper() and key not in STOPWORDS and key != "user" and name not in names:
+            names.append(name)
+    return names
+
+
+def _best_rows(scores: Any, k: int) -> list[tuple[int, float]]:
+    """The rows of the ``k`` highest ``scores``, best first (ties keep row order)."""
+    import numpy as np
+
+    if not len(scores):
+        return []
+    top = np.argpartition(-scores, k - 1)[:k] if len(scores) > k else np.arange(len(scores))
+    order = top[np.argsort(-scores[top], kind="stable")]
+    return [(int(row), float(scores[row])) for row in order]
+
+
+def _best(ids: Any, scores: Any, k: int) -> list[tuple[int, float]]:
+    """The ``k`` best item ids with their scores."""
+    return [(int(ids[row]), score) for row, score in _best_rows(scores, k)]
 
 
 def _item_text(text: str) -> str:
