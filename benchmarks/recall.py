@@ -1,6 +1,6 @@
 """Long-term recall benchmark: can the memory provider answer questions about earlier sessions?
 
-Data, five sets written blind by authors who never saw the provider, each
+Data, six sets written blind by authors who never saw the provider, each
 items stored from 20 earlier sessions (facts, decisions, preferences,
 episodes; English and Chinese) and 100 questions whose answers were said in
 those sessions, paraphrased (about 40% share almost no content word with
@@ -17,8 +17,11 @@ their answer), 30 in Chinese, some across languages:
   after the latency work (a violin maker in Cremona), scored once with that
   design, then used only to check that name bridging does no harm;
 - ``heldout_d`` (``benchmarks/data/recall/heldout_d.json``, 303 items): written
-  last (a phytoplankton ecologist in Puerto Montt), scored once with the design
-  as it stands (name bridging included); the honest figure.
+  after that (a phytoplankton ecologist in Puerto Montt), scored once with name
+  bridging from the two best items;
+- ``heldout_e`` (``benchmarks/data/recall/heldout_e.json``, 321 items): written
+  last (a head brewer in Melbourne), scored once with and without bridging and
+  with both ways of picking its sources, which decided between them (docs/benchmarks.md).
 
 For each mode the items go into a fresh ``LocalMemoryProvider`` and every
 question is asked once: *hit@5* = the share of questions with an answer item
@@ -30,12 +33,12 @@ embedded once per mode and copied for each data set).
 
 Modes: ``bm25`` (FTS5 alone), ``hybrid`` (the local provider's default: two
 sentence encoders' z-scored cosines summed, plus a BM25 rank bonus; needs the
-``semantic`` extra; then the names in the two best items lift the other items
-that carry them), ``mem0`` (the ``[mem0]`` adapter storing the items as
+``semantic`` extra; then the names in the two best items that have any lift
+the other items that carry them), ``mem0`` (the ``[mem0]`` adapter storing the items as
 they are, with the universal sentence encoder served as an OpenAI-compatible
 embeddings endpoint on 127.0.0.1).
 
-Usage: python benchmarks/recall.py [--json] [--filler 10000] [--data tuned,heldout,heldout_b,heldout_c,heldout_d]
+Usage: python benchmarks/recall.py [--json] [--filler 10000] [--data tuned,heldout,heldout_b,heldout_c,heldout_d,heldout_e]
 Exit status 1 when hybrid misses its target on a data set: hit@5 >= 0.85 and
 p95 < 50 ms at 10,000 stored items.
 """
@@ -64,6 +67,7 @@ DATA = {
     "heldout_b": DATA_DIR / "heldout_b.json",
     "heldout_c": DATA_DIR / "heldout_c.json",
     "heldout_d": DATA_DIR / "heldout_d.json",
+    "heldout_e": DATA_DIR / "heldout_e.json",
 }
 K = 5
 TARGET_HIT = 0.85

@@ -272,21 +272,33 @@ def test_names_in_the_best_items_lift_the_items_that_carry_them(tmp_path, monkey
         asked = {w.casefold() for w in re.findall(r"\w+", question)}
         words = {t: {w.casefold() for w in re.findall(r"\w+", t)} for t in _BRIDGE_ITEMS}
         lift = dict.fromkeys(_BRIDGE_ITEMS, 0.0)
-        for rank, source in enumerate(order[: local_provider.BRIDGE_SOURCES], start=1):
-            for name in item_names(source):
-                carriers = [t for t in _BRIDGE_ITEMS if name.casefold() in words[t]]
-                if name.casefold() in asked or len(carriers) > limit:
-                    continue
+        sources = 0
+        for source in order[: local_provider.BRIDGE_POOL]:
+            bridging = [
+                [t for t in _BRIDGE_ITEMS if name.casefold() in words[t]]
+                for name in item_names(source)
+                if name.casefold() not in asked
+            ]
+            bridging = [carriers for carriers in bridging if len(carriers) <= limit]
+            if not bridging:  # no name to bridge with: the next item is a source instead
+                continue
+            sources += 1
+            for carriers in bridging:
                 for t in carriers:
-                    lift[t] = max(lift[t], local_provider.BRIDGE_BONUS / rank)
+                    lift[t] = max(lift[t], local_provider.BRIDGE_BONUS / sources)
+            if sources == local_provider.BRIDGE_SOURCES:
+                break
         return lift
 
     questions = (
         "Where are the billing service's credentials kept?",
         "Where does Ledgerly keep the billing service's credentials?",  # names it itself
+        "Where did I put the papers for the car?",  # the best item names nothing
     )
     for question in questions:
         order, plain = scores(question, BRIDGE_BONUS=0.0)
+        if question == questions[2]:
+            assert item_names(order[0]) == [], "the next best items are the sources"
         for limit in (local_provider.BRIDGE_MAX_ITEMS, 3, 2):  # Ledgerly: on 3 of hers
             _, bridged = scores(question, BRIDGE_MAX_ITEMS=limit)
             lift = expected_lift(order, question, limit)

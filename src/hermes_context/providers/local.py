@@ -48,11 +48,12 @@ CANDIDATES = 50
 # ranking as much say as the embeddings and found fewer answers: docs/providers.md.)
 BM25_BONUS = 0.5
 # Name bridging: a question often names a thing the way an item defines it ("the billing
-# service") while the answer names it by its name ("Ledgerly ..."). The names in the
-# BRIDGE_SOURCES best items that the question does not use lift every item that carries
-# them, by BRIDGE_BONUS / source rank; a name on more than BRIDGE_MAX_ITEMS items says
-# too little to bridge (docs/providers.md).
+# service") while the answer names it by its name ("Ledgerly ..."). The names that the
+# question does not use, in the BRIDGE_SOURCES best of the BRIDGE_POOL best items that
+# have such names, lift every item that carries them, by BRIDGE_BONUS / source rank; a
+# name on more than BRIDGE_MAX_ITEMS items says too little to bridge (docs/providers.md).
 BRIDGE_SOURCES = 2
+BRIDGE_POOL = 10
 BRIDGE_BONUS = 1.0
 BRIDGE_MAX_ITEMS = 100
 # A word: letters and digits from a letter on, joined by inner hyphens or apostrophes.
@@ -436,7 +437,7 @@ class LocalMemoryProvider(MemoryProvider):
         """Lift, in place, the items that share a name with the best ones (BRIDGE_*)."""
         import numpy as np
 
-        best = [int(ids[row]) for row, _ in _best_rows(scores, BRIDGE_SOURCES)]
+        best = [int(ids[row]) for row, _ in _best_rows(scores, BRIDGE_POOL)]
         if not best:
             return
         db = self._db()
@@ -448,33 +449,48 @@ class LocalMemoryProvider(MemoryProvider):
         asked = {w.casefold() for w in re.findall(r"\w+", query)}
         lift = np.zeros_like(scores)
         seen: set[str] = set()
-        for rank, item_id in enumerate(best, start=1):
+        rank = 0
+        for item_id in best:
+            carried = []  # the rows carrying each of this item's bridging names
             for name in item_names(texts.get(item_id, "")):
                 key = name.casefold()
                 if key in asked or key in seen:
                     continue
                 seen.add(key)
-                expression = quote_query(fold(name))
-                if expression is None:
-                    continue
-                carriers = [
-                    r[0]
-                    for r in db.execute(
-                        # CROSS JOIN keeps the full-text index as the outer loop: the
-                        # planner would otherwise walk all the user's items.
-                        "SELECT items.id FROM items_fts CROSS JOIN items "
-                        "ON items.id = items_fts.rowid "
-                        "WHERE items_fts MATCH ? AND items.user_id = ? LIMIT ?",
-                        (expression, self.user_id, BRIDGE_MAX_ITEMS + 1),
-                    )
-                ]
-                if not carriers or len(carriers) > BRIDGE_MAX_ITEMS:
-                    continue
-                found = np.asarray(sorted(carriers), dtype=np.int64)
-                rows = np.searchsorted(ids, found).clip(0, len(ids) - 1)
-                rows = rows[ids[rows] == found]
+                rows = self._carriers(ids, name)
+                if rows is not None:
+                    carried.append(rows)
+            if not carried:  # nothing to bridge with: the next item is a source instead
+                continue
+            rank += 1
+            for rows in carried:
                 lift[rows] = np.maximum(lift[rows], BRIDGE_BONUS / rank)
+            if rank == BRIDGE_SOURCES:
+                break
         scores += lift
+
+    def _carriers(self, ids: Any, name: str) -> Any:
+        """The rows of ``ids`` whose items carry ``name``; None when none or too many do."""
+        import numpy as np
+
+        expression = quote_query(fold(name))
+        if expression is None:
+            return None
+        carriers = [
+            r[0]
+            for r in self._db().execute(
+                # CROSS JOIN keeps the full-text index as the outer loop: the planner
+                # would otherwise walk all the user's items.
+                "SELECT items.id FROM items_fts CROSS JOIN items ON items.id = items_fts.rowid "
+                "WHERE items_fts MATCH ? AND items.user_id = ? LIMIT ?",
+                (expression, self.user_id, BRIDGE_MAX_ITEMS + 1),
+            )
+        ]
+        if not carriers or len(carriers) > BRIDGE_MAX_ITEMS:
+            return None
+        found = np.asarray(sorted(carriers), dtype=np.int64)
+        rows = np.searchsorted(ids, found).clip(0, len(ids) - 1)
+        return rows[ids[rows] == found]
 
     def _vectors(self) -> tuple[Any, dict[str, Any]]:
         """The user's item ids (ascending) and each encoder's matrix (missing vectors filled first)."""
