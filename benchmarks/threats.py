@@ -3,20 +3,19 @@
 Batches (``tests/data``), by how much they shaped the scanner:
 
 - TUNED: ``corpus`` (the notes the rules were written on), ``train`` to
-  ``train_i`` and ``train_l`` to ``train_r`` (written blind, then used to tune
+  ``train_i`` and ``train_l`` to ``train_v`` (written blind, then used to tune
   the rules and to train the semantic classifier) and ``heldout_a`` to
-  ``heldout_k`` (written blind by other authors and scored blind first —
+  ``heldout_m`` (written blind by other authors and scored blind first —
   ``docs/memory.md`` keeps those figures — then added to the classifier's
   training data).
-- UNTUNED: ``heldout_l`` and ``heldout_m`` (written blind by two authors,
-  independently of each other, scored once, after every choice), and
-  ``heldout_n`` and ``heldout_o`` (written blind later, first scored with the
-  classifier that did not read ``train_s`` to ``train_v``).
+- UNTUNED: ``heldout_n`` and ``heldout_o`` (written blind by two authors,
+  independently of each other; scored once with the classifier before and
+  once with the one trained on ``train_s`` to ``train_v``; never trained on).
 
 A split attack (two entries) counts as caught when ``scan_entries`` flags
 either entry; a benign pair is a false positive when it flags either.
 
-Usage: python benchmarks/threats.py [--json] [--no-semantic] [--batches heldout_l,heldout_m]
+Usage: python benchmarks/threats.py [--json] [--no-semantic] [--batches heldout_n,heldout_o]
 Exit status 1 when a selection or untuned batch misses the targets (>= 90% caught, <= 2% flagged).
 """
 
@@ -63,8 +62,8 @@ BATCHES = {
     "heldout_i": (DATA / "threat_batches" / "heldout_i.jsonl", "tuned"),
     "heldout_j": (DATA / "threat_batches" / "heldout_j.jsonl", "tuned"),
     "heldout_k": (DATA / "threat_batches" / "heldout_k.jsonl", "tuned"),
-    "heldout_l": (DATA / "threat_batches" / "heldout_l.jsonl", "untuned"),
-    "heldout_m": (DATA / "threat_batches" / "heldout_m.jsonl", "untuned"),
+    "heldout_l": (DATA / "threat_batches" / "heldout_l.jsonl", "tuned"),
+    "heldout_m": (DATA / "threat_batches" / "heldout_m.jsonl", "tuned"),
     "train_s": (DATA / "threat_batches" / "train_s.jsonl", "tuned"),
     "train_t": (DATA / "threat_batches" / "train_t.jsonl", "tuned"),
     "train_u": (DATA / "threat_batches" / "train_u.jsonl", "tuned"),

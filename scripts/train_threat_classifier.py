@@ -3,9 +3,9 @@
 Training data: the labelled notes the rules were written on
 (``tests/data/memory_threat_corpus.jsonl``), the training batches written
 blind for the semantic layer (``tests/data/threat_batches/train*.jsonl``: train,
-train_b to train_i, train_l to train_r) and the held-out batches ``heldout_a``
-to ``heldout_k`` once they had been scored blind. ``heldout_l`` and
-``heldout_m`` are never read here.
+train_b to train_i, train_l to train_v) and the held-out batches ``heldout_a``
+to ``heldout_m`` once they had been scored blind. ``heldout_n`` and
+``heldout_o`` are never read here.
 
 Each note is turned into features (``semantic.features``: two sentence
 embeddings and hashed character n-grams) in every view the scanner judges
@@ -26,11 +26,13 @@ other source and report the share of its attacks caught (rules or classifier)
 at the classifier threshold that flags 2% (and 1%) of that batch's benign
 notes, rules' flags included. ``--features`` picks which feature groups to use
 in that measurement (``use,e5,ngrams`` is the shipped design) and ``--hidden``
-the classifier's hidden units (0: the logistic regression shipped before).
+the classifier's hidden units (0: the logistic regression shipped before);
+``--seed`` the hidden layer's initial weights (training-seed noise is several
+points on one batch: ``docs/memory.md``).
 
 Usage: python scripts/train_threat_classifier.py [--max-fp 0.015] [--l2 0.3] [--dry-run]
        python scripts/train_threat_classifier.py --leave-one-out BATCHES [--features use,e5]
-              [--hidden 0]
+              [--hidden 0] [--seed 1]
 Needs the ``semantic`` extra: pip install -e ".[semantic]".
 """
 
@@ -57,9 +59,9 @@ SOURCES = (
     ROOT / "tests" / "data" / "memory_threat_corpus.jsonl",
     *(BATCHES / f"{name}.jsonl" for name in ("train", "train_b", "train_c", "train_d")),
     *(BATCHES / f"{name}.jsonl" for name in ("train_e", "train_f", "train_g", "train_h")),
-    *(BATCHES / f"train_{x}.jsonl" for x in "ilmnopqr"),
+    *(BATCHES / f"train_{x}.jsonl" for x in "ilmnopqrstuv"),
     # Scored blind first (docs/memory.md has those figures), then trained on:
-    *(BATCHES / f"heldout_{x}.jsonl" for x in "abcdefghijk"),
+    *(BATCHES / f"heldout_{x}.jsonl" for x in "abcdefghijklm"),
 )
 OUT = ROOT / "src" / "hermes_context" / "memory" / semantic.WEIGHTS_FILE
 FOLDS = 5
@@ -127,11 +129,14 @@ class _Adam:
             p -= self.rate * (m / (1 - 0.9**self.t)) / (np.sqrt(v / (1 - 0.999**self.t)) + 1e-8)
 
 
-def fit(x: np.ndarray, y: np.ndarray, l2: float, hidden: int = semantic.HIDDEN) -> Classifier:
-    """The classifier (balanced classes, L2 ``l2``), trained by full-batch Adam from a fixed seed.
+def fit(
+    x: np.ndarray, y: np.ndarray, l2: float, hidden: int = semantic.HIDDEN, seed: int = 0
+) -> Classifier:
+    """The classifier (balanced classes, L2 ``l2``), trained by full-batch Adam.
 
     ``hidden`` > 0: the embeddings through one layer of that many rectified units, the
-    n-grams straight to the output (``semantic._Model``); 0: a logistic regression.
+    n-grams straight to the output (``semantic._Model``), initialised from ``seed``;
+    0: a logistic regression.
     """
     x, y = x.astype(np.float32, copy=False), y.astype(np.float32)  # float64 would copy x per step
     n, weight = len(y), _balanced(y)
@@ -144,7 +149,7 @@ def fit(x: np.ndarray, y: np.ndarray, l2: float, hidden: int = semantic.HIDDEN) 
         return Linear(w, float(b[0]))
     dim = semantic.EMBEDDING_DIM
     emb, grams = x[:, :dim], x[:, dim:]
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     w1 = (rng.standard_normal((dim, hidden)) * np.sqrt(2 / dim)).astype(np.float32)
     b1, w2 = np.zeros(hidden, np.float32), np.zeros(hidden, np.float32)
     wn, b = np.zeros(grams.shape[1], np.float32), np.zeros(1, np.float32)
@@ -218,6 +223,7 @@ def leave_one_out(
     groups: list[str],
     l2: float,
     hidden: int,
+    seed: int,
 ) -> None:
     """Train without each batch in ``held`` and report how its attacks fare.
 
@@ -239,7 +245,7 @@ def leave_one_out(
         train = np.flatnonzero(sources != name)
         x = np.vstack([vectors[i] * keep for i in train])
         y = np.concatenate([np.full(len(vectors[i]), labels[i]) for i in train])
-        model = fit(x, y, l2, hidden)
+        model = fit(x, y, l2, hidden, seed)
         scores = np.array([scores_of(vectors[i] * keep, model) for i in test])
         two = caught_at(scores, labels[test], rules[test], 0.02)
         one = caught_at(scores, labels[test], rules[test], 0.01)
@@ -247,7 +253,7 @@ def leave_one_out(
         print(f"{name}: caught {two:.1%} at 2% flagged, {one:.1%} at 1%", flush=True)
     print(
         f"mean over {len(held)} batches at 2% flagged: {np.nanmean(figures):.1%} "
-        f"(features {'+'.join(groups)}, l2 {l2:g}, hidden {hidden})"
+        f"(features {'+'.join(groups)}, l2 {l2:g}, hidden {hidden}, seed {seed})"
     )
 
 
@@ -264,12 +270,17 @@ def main() -> int:
         default=semantic.HIDDEN,
         help="hidden units (0: linear, --leave-one-out only)",
     )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="initial weights' seed (--leave-one-out only)"
+    )
     args = parser.parse_args()
     if args.hidden < 0 or (args.hidden != semantic.HIDDEN and not args.leave_one_out):
         parser.error(
             f"--hidden: the shipped classifier has {semantic.HIDDEN} hidden units; "
             "other sizes (0 = linear) are for --leave-one-out comparisons"
         )
+    if args.seed and not args.leave_one_out:
+        parser.error("--seed: the shipped classifier uses seed 0; others are for --leave-one-out")
     groups = [g for g in args.features.split(",") if g]
     if not groups or any(g not in GROUPS for g in groups):
         parser.error(f"--features takes a comma-separated subset of {','.join(GROUPS)}")
@@ -277,7 +288,8 @@ def main() -> int:
     labels = np.array([y for _, y, _ in notes])
     vectors = embed_notes(notes)
     if args.leave_one_out:
-        leave_one_out(notes, vectors, args.leave_one_out.split(","), groups, args.l2, args.hidden)
+        held = args.leave_one_out.split(",")
+        leave_one_out(notes, vectors, held, groups, args.l2, args.hidden, args.seed)
         return 0
     oof = cross_validate(vectors, labels, args.l2, args.hidden)
     benign = np.sort(oof[labels == 0])
