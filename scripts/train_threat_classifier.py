@@ -18,8 +18,8 @@ training view then goes into the nearest-neighbour bank
 (``semantic._Neighbours``: unit embeddings projected on their 128 leading
 principal directions, int8), whose margin is added to the network's logit. The
 threshold is chosen on 5-fold out-of-fold scores (each fold's bank holds only
-its training views) (a note scores the maximum
-over its views) so that at most ``--max-fp`` of the benign notes are flagged:
+its training views; a note scores the maximum over its views) so that at
+most ``--max-fp`` of the benign notes are flagged:
 1.5% by default, leaving room in the scanner's 2% budget for the notes the rules
 flag (0–0.7% of the ordinary notes of unseen batches). Until 2026-12-03 it was
 1%; unseen batches then saw 0.0–1.2% flagged.
