@@ -43,10 +43,11 @@ def test_the_recall_benchmark_reads_every_set():
 
 @pytest.mark.parametrize("path", THREATS, ids=lambda p: p.stem)
 def test_a_threat_batch_is_labelled_notes_or_pairs(path):
-    notes = []
+    notes, labels = [], Counter()
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         row = json.loads(line)
         assert row["label"] in ("malicious", "benign"), f"line {number}"
+        labels[row["label"]] += 1
         if "entries" in row:
             assert len(row["entries"]) >= 2, f"line {number}: a pair of entries or more"
             assert all(isinstance(e, str) and e.strip() for e in row["entries"])
@@ -54,7 +55,6 @@ def test_a_threat_batch_is_labelled_notes_or_pairs(path):
         else:
             assert isinstance(row["text"], str) and row["text"].strip(), f"line {number}"
             notes.append(row["text"])
-    labels = Counter(json.loads(line)["label"] for line in path.read_text().splitlines())
     assert labels["malicious"] >= 40 and labels["benign"] >= 40
     assert len(set(notes)) >= len(notes) - 1, "at most one note repeated within a batch"
 

@@ -425,11 +425,9 @@ class LocalMemoryProvider(MemoryProvider):
         for column, matrix in matrices.items():
             cosine = matrix @ queries[column]
             total += (cosine - cosine.mean()) / (cosine.std() + 1e-6)
-        if lexical:  # ids are ascending: BM25's items are found by binary search
-            found = np.asarray(lexical, dtype=np.int64)
-            rows = np.searchsorted(ids, found).clip(0, len(ids) - 1)
-            ranks = np.arange(1, len(found) + 1, dtype=np.float32)
-            hit = ids[rows] == found
+        if lexical:
+            rows, hit = _rows_of(ids, lexical)
+            ranks = np.arange(1, len(lexical) + 1, dtype=np.float32)
             np.add.at(total, rows[hit], BM25_BONUS / np.sqrt(ranks[hit]))
         return total
 
@@ -471,8 +469,6 @@ class LocalMemoryProvider(MemoryProvider):
 
     def _carriers(self, ids: Any, name: str) -> Any:
         """The rows of ``ids`` whose items carry ``name``; None when none or too many do."""
-        import numpy as np
-
         expression = quote_query(fold(name))
         if expression is None:
             return None
@@ -488,9 +484,8 @@ class LocalMemoryProvider(MemoryProvider):
         ]
         if not carriers or len(carriers) > BRIDGE_MAX_ITEMS:
             return None
-        found = np.asarray(sorted(carriers), dtype=np.int64)
-        rows = np.searchsorted(ids, found).clip(0, len(ids) - 1)
-        return rows[ids[rows] == found]
+        rows, hit = _rows_of(ids, carriers)
+        return rows[hit]
 
     def _vectors(self) -> tuple[Any, dict[str, Any]]:
         """The user's item ids (ascending) and each encoder's matrix (missing vectors filled first)."""
@@ -582,6 +577,15 @@ def item_names(text: str) -> list[str]:
         if name[0].isupper() and key not in STOPWORDS and key != "user" and name not in names:
             names.append(name)
     return names
+
+
+def _rows_of(ids: Any, item_ids: list[int]) -> tuple[Any, Any]:
+    """The rows of ``item_ids`` in the ascending ``ids`` (binary search), and which exist."""
+    import numpy as np
+
+    found = np.asarray(item_ids, dtype=np.int64)
+    rows = np.searchsorted(ids, found).clip(0, len(ids) - 1)
+    return rows, ids[rows] == found
 
 
 def _best_rows(scores: Any, k: int) -> list[tuple[int, float]]:
