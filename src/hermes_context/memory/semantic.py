@@ -250,12 +250,19 @@ def ngrams(texts: Sequence[str]) -> Any:
     return out
 
 
+def embeddings(texts: Sequence[str]) -> Any:
+    """Each text's two embeddings side by side (``(n, EMBEDDING_DIM)``)."""
+    import numpy as np
+
+    clipped = [_clip(t) for t in texts]
+    return np.hstack([embed(clipped), e5.embed_queries(clipped)])
+
+
 def features(texts: Sequence[str]) -> Any:
     """What the classifier reads: each text's two embeddings followed by its n-grams."""
     import numpy as np
 
-    clipped = [_clip(t) for t in texts]
-    return np.hstack([embed(clipped), e5.embed_queries(clipped), ngrams(clipped)])
+    return np.hstack([embeddings(texts), ngrams(texts)])
 
 
 def scores(texts: Sequence[str]) -> list[float]:
