@@ -3,22 +3,23 @@
 Batches (``tests/data``), by how much they shaped the scanner:
 
 - TUNED: ``corpus`` (the notes the rules were written on), ``train`` to
-  ``train_i`` and ``train_l`` to ``train_v`` (written blind, then used to tune
+  ``train_i`` and ``train_l`` to ``train_z`` (written blind, then used to tune
   the rules and to train the semantic classifier) and ``heldout_a`` to
-  ``heldout_m`` (written blind by other authors and scored blind first —
+  ``heldout_q`` (written blind by other authors and scored blind first —
   ``docs/memory.md`` keeps those figures — then added to the classifier's
   training data).
-- UNTUNED: ``heldout_n`` and ``heldout_o`` (written blind by two authors,
-  independently of each other; scored with the classifiers of the fifth
-  round; never trained on, no choice made on them), ``heldout_p`` and
-  ``heldout_q`` (written blind while the nearest-neighbour margin was chosen
-  by leave-one-batch-out, scored once after it).
+- UNTUNED: ``heldout_r`` to ``heldout_u`` (written blind by four authors,
+  independently of each other and of the training batches, after the seventh
+  round's design was fixed; scored once with its classifier; never trained
+  on, no choice made on them) and ``heldout_v`` to ``heldout_y`` (written
+  after that score, to repeat it with the same classifier file).
 
 A split attack (two entries) counts as caught when ``scan_entries`` flags
 either entry; a benign pair is a false positive when it flags either.
 
-Usage: python benchmarks/threats.py [--json] [--no-semantic] [--batches heldout_p,heldout_q]
-Exit status 1 when a selection or untuned batch misses the targets (>= 90% caught, <= 2% flagged).
+Usage: python benchmarks/threats.py [--json] [--no-semantic] [--batches heldout_r,heldout_s]
+Exit status 1 when the untuned batches chosen, pooled, miss the target (>= 90% caught,
+<= 2% flagged); each batch's figures are printed next to it.
 """
 
 from __future__ import annotations
@@ -70,10 +71,22 @@ BATCHES = {
     "train_t": (DATA / "threat_batches" / "train_t.jsonl", "tuned"),
     "train_u": (DATA / "threat_batches" / "train_u.jsonl", "tuned"),
     "train_v": (DATA / "threat_batches" / "train_v.jsonl", "tuned"),
-    "heldout_n": (DATA / "threat_batches" / "heldout_n.jsonl", "untuned"),
-    "heldout_o": (DATA / "threat_batches" / "heldout_o.jsonl", "untuned"),
-    "heldout_p": (DATA / "threat_batches" / "heldout_p.jsonl", "untuned"),
-    "heldout_q": (DATA / "threat_batches" / "heldout_q.jsonl", "untuned"),
+    "heldout_n": (DATA / "threat_batches" / "heldout_n.jsonl", "tuned"),
+    "heldout_o": (DATA / "threat_batches" / "heldout_o.jsonl", "tuned"),
+    "heldout_p": (DATA / "threat_batches" / "heldout_p.jsonl", "tuned"),
+    "heldout_q": (DATA / "threat_batches" / "heldout_q.jsonl", "tuned"),
+    "train_w": (DATA / "threat_batches" / "train_w.jsonl", "tuned"),
+    "train_x": (DATA / "threat_batches" / "train_x.jsonl", "tuned"),
+    "train_y": (DATA / "threat_batches" / "train_y.jsonl", "tuned"),
+    "train_z": (DATA / "threat_batches" / "train_z.jsonl", "tuned"),
+    "heldout_r": (DATA / "threat_batches" / "heldout_r.jsonl", "untuned"),
+    "heldout_s": (DATA / "threat_batches" / "heldout_s.jsonl", "untuned"),
+    "heldout_t": (DATA / "threat_batches" / "heldout_t.jsonl", "untuned"),
+    "heldout_u": (DATA / "threat_batches" / "heldout_u.jsonl", "untuned"),
+    "heldout_v": (DATA / "threat_batches" / "heldout_v.jsonl", "untuned"),
+    "heldout_w": (DATA / "threat_batches" / "heldout_w.jsonl", "untuned"),
+    "heldout_x": (DATA / "threat_batches" / "heldout_x.jsonl", "untuned"),
+    "heldout_y": (DATA / "threat_batches" / "heldout_y.jsonl", "untuned"),
 }
 MIN_CAUGHT = 0.90
 MAX_FLAGGED = 0.02
@@ -152,22 +165,28 @@ def main() -> int:
 
 
 def _targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The target, judged on the untuned batches pooled (each batch's figures are in the table).
+
+    One batch holds 140 attacks and 160 ordinary notes, so a single batch's rate
+    moves by 0.7 points per attack and 0.6 per note; the pooled rate is the
+    estimate (the rule was fixed before the seventh round's batches were scored).
+    """
     mode = report["modes"][-1]
-    out = []
-    for name, batch in report["batches"].items():
-        if batch["kind"] == "tuned":
-            continue
-        r = batch[mode]
-        caught, flagged = r["caught"] / r["malicious"], r["flagged"] / r["benign"]
-        out.append(
-            {
-                "target": f"{name} ({mode}): >= {MIN_CAUGHT:.0%} caught, <= {MAX_FLAGGED:.0%} flagged",
-                "caught": caught,
-                "flagged": flagged,
-                "passed": caught >= MIN_CAUGHT and flagged <= MAX_FLAGGED,
-            }
-        )
-    return out
+    untuned = [name for name, batch in report["batches"].items() if batch["kind"] != "tuned"]
+    if not untuned:
+        return []
+    results = [report["batches"][name][mode] for name in untuned]
+    caught = sum(r["caught"] for r in results) / sum(r["malicious"] for r in results)
+    flagged = sum(r["flagged"] for r in results) / sum(r["benign"] for r in results)
+    return [
+        {
+            "target": f"untuned batches pooled ({', '.join(untuned)}; {mode}): "
+            f">= {MIN_CAUGHT:.0%} caught, <= {MAX_FLAGGED:.0%} flagged",
+            "caught": caught,
+            "flagged": flagged,
+            "passed": caught >= MIN_CAUGHT and flagged <= MAX_FLAGGED,
+        }
+    ]
 
 
 def _render(report: dict[str, Any]) -> str:

@@ -3,9 +3,9 @@
 Training data: the labelled notes the rules were written on
 (``tests/data/memory_threat_corpus.jsonl``), the training batches written
 blind for the semantic layer (``tests/data/threat_batches/train*.jsonl``: train,
-train_b to train_i, train_l to train_v) and the held-out batches ``heldout_a``
-to ``heldout_m`` once they had been scored blind. ``heldout_n`` and
-``heldout_o`` are never read here.
+train_b to train_i, train_l to train_z) and the held-out batches ``heldout_a``
+to ``heldout_q`` once they had been scored blind. The untuned batches
+(``heldout_r`` to ``heldout_u``, ``benchmarks/threats.py``) are never read here.
 
 Each note is turned into features (``semantic.features``: two sentence
 embeddings and hashed character n-grams) in every view the scanner judges
@@ -15,8 +15,8 @@ benign note's views all benign ones. The classifier (``semantic._Model``: the
 embeddings through one hidden layer, the n-grams straight to the output; L2,
 balanced classes) is fitted by full-batch Adam from a fixed seed; every
 training view then goes into the nearest-neighbour bank
-(``semantic._Neighbours``: unit embeddings projected on their 128 leading
-principal directions, int8), whose margin is added to the network's logit. The
+(``semantic._Neighbours``: unit embeddings, centred and rotated onto their
+principal directions — all ``semantic.NEIGHBOUR_DIM`` of them — int8), whose margin is added to the network's logit. The
 threshold is chosen on 5-fold out-of-fold scores (each fold's bank holds only
 its training views; a note scores the maximum over its views) so that at
 most ``--max-fp`` of the benign notes are flagged:
@@ -72,9 +72,9 @@ SOURCES = (
     ROOT / "tests" / "data" / "memory_threat_corpus.jsonl",
     *(BATCHES / f"{name}.jsonl" for name in ("train", "train_b", "train_c", "train_d")),
     *(BATCHES / f"{name}.jsonl" for name in ("train_e", "train_f", "train_g", "train_h")),
-    *(BATCHES / f"train_{x}.jsonl" for x in "ilmnopqrstuv"),
+    *(BATCHES / f"train_{x}.jsonl" for x in "ilmnopqrstuvwxyz"),
     # Scored blind first (docs/memory.md has those figures), then trained on:
-    *(BATCHES / f"heldout_{x}.jsonl" for x in "abcdefghijklm"),
+    *(BATCHES / f"heldout_{x}.jsonl" for x in "abcdefghijklmnopq"),
 )
 OUT = ROOT / "src" / "hermes_context" / "memory" / semantic.WEIGHTS_FILE
 FOLDS = 5
@@ -418,7 +418,7 @@ def main() -> int:
     bank = model.neighbours
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES)).hexdigest()[:16]
     if not args.dry_run:
-        np.savez(
+        np.savez_compressed(  # the int8 bank packs to about two thirds
             OUT,
             hidden_weights=model.hidden_weights,
             hidden_bias=model.hidden_bias,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -14,11 +15,15 @@ RECALL = sorted((ROOT / "benchmarks" / "data" / "recall").glob("*.json"))
 THREATS = sorted((ROOT / "tests" / "data" / "threat_batches").glob("*.jsonl"))
 
 
-def _module(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+def _module(name: str, folder: str = "benchmarks"):
+    spec = importlib.util.spec_from_file_location(name, ROOT / folder / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.modules[name] = module  # a dataclass looks its module up while it is defined
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[name]
     return module
 
 
@@ -62,3 +67,35 @@ def test_a_threat_batch_is_labelled_notes_or_pairs(path):
 def test_the_threat_benchmark_reads_every_batch():
     listed = {path.name for path, _ in _module("threats").BATCHES.values()}
     assert {p.name for p in THREATS} <= listed
+
+
+def test_the_classifier_never_trains_on_an_untuned_batch():
+    pytest.importorskip("numpy")
+    script = _module("train_threat_classifier", "scripts")
+    trained = {path.name for path in script.SOURCES}
+    batches = _module("threats").BATCHES.values()
+    assert {path.name for path, role in batches if role == "untuned"}.isdisjoint(trained)
+    assert {path.name for path, role in batches if role == "tuned"} == trained
+
+
+def test_the_threat_target_is_judged_on_the_untuned_batches_pooled():
+    targets = _module("threats")._targets
+
+    def batch(kind, caught, flagged):
+        return {
+            "kind": kind,
+            "rules": {"malicious": 140, "caught": caught, "benign": 160, "flagged": flagged},
+        }
+
+    report = {
+        "modes": ["rules"],
+        "batches": {"a": batch("untuned", 122, 0), "b": batch("untuned", 129, 4)},
+    }
+    [pooled] = targets(report)
+    assert pooled["caught"] == 251 / 280 and pooled["flagged"] == 4 / 320
+    assert not pooled["passed"]  # 89.6% caught: one batch's 92.1% does not carry it
+    report["batches"]["c"] = batch("untuned", 133, 1)
+    report["batches"]["d"] = batch("tuned", 0, 160)  # tuned batches never count
+    [pooled] = targets(report)
+    assert pooled["passed"] and pooled["flagged"] == 5 / 480 and "a, b, c;" in pooled["target"]
+    assert targets({"modes": ["rules"], "batches": {"d": batch("tuned", 0, 0)}}) == []
