@@ -5,7 +5,7 @@ Training data: the labelled notes the rules were written on
 blind for the semantic layer (``tests/data/threat_batches/train*.jsonl``: train,
 train_b to train_i, train_l to train_z) and the held-out batches ``heldout_a``
 to ``heldout_q`` once they had been scored blind. The untuned batches
-(``heldout_r`` to ``heldout_u``, ``benchmarks/threats.py``) are never read here.
+(``heldout_r`` to ``heldout_y``, ``benchmarks/threats.py``) are never read here.
 
 Each note is turned into features (``semantic.features``: two sentence
 embeddings and hashed character n-grams) in every view the scanner judges
@@ -16,13 +16,13 @@ embeddings through one hidden layer, the n-grams straight to the output; L2,
 balanced classes) is fitted by full-batch Adam from a fixed seed; every
 training view then goes into the nearest-neighbour bank
 (``semantic._Neighbours``: unit embeddings, centred and rotated onto their
-principal directions — all ``semantic.NEIGHBOUR_DIM`` of them — int8), whose margin is added to the network's logit. The
-threshold is chosen on 5-fold out-of-fold scores (each fold's bank holds only
-its training views; a note scores the maximum over its views) so that at
-most ``--max-fp`` of the benign notes are flagged:
-1.5% by default, leaving room in the scanner's 2% budget for the notes the rules
-flag (0–0.7% of the ordinary notes of unseen batches). Until 2026-12-03 it was
-1%; unseen batches then saw 0.0–1.2% flagged.
+principal directions — all ``semantic.NEIGHBOUR_DIM`` of them — int8), whose
+margin is added to the network's logit. The threshold is chosen on 5-fold
+out-of-fold scores (each fold's bank holds only its training views; a note
+scores the maximum over its views) so that at most ``--max-fp`` of the benign
+notes are flagged: 1.5% by default, leaving room in the scanner's 2% budget
+for the notes the rules flag (0–1.2% of the ordinary notes of unseen batches).
+Until 2026-12-03 it was 1%; unseen batches then saw 0.0–1.2% flagged.
 
 ``--leave-one-out train_d,train_e,...`` measures instead how the design
 generalises to a writer it never saw: for each named batch, train on every
