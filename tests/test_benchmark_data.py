@@ -1,4 +1,4 @@
-"""The benchmarks' labelled data stays well-formed as batches and sets are added."""
+"""The benchmarks' labelled data stays well-formed as batches and sets are added; the scripts that read it."""
 
 from __future__ import annotations
 
@@ -99,3 +99,28 @@ def test_the_threat_target_is_judged_on_the_untuned_batches_pooled():
     [pooled] = targets(report)
     assert pooled["passed"] and pooled["flagged"] == 5 / 480 and "a, b, c;" in pooled["target"]
     assert targets({"modes": ["rules"], "batches": {"d": batch("tuned", 0, 0)}}) == []
+
+
+def test_the_training_script_keeps_embeddings_per_text_and_encoder(monkeypatch, tmp_path):
+    np = pytest.importorskip("numpy")
+    from hermes_context.memory import semantic
+
+    script = _module("train_threat_classifier", "scripts")
+    calls = []
+
+    def embeddings(texts):
+        calls.append(list(texts))
+        return np.array([[len(t), 1.0] for t in texts], np.float32)
+
+    monkeypatch.setattr(semantic, "embeddings", embeddings)
+    monkeypatch.setattr(script, "fingerprint", lambda: "encoder-1")
+    first = script.cached_embeddings(["a note", "another"], tmp_path)
+    again = script.cached_embeddings(["a note", "another"], tmp_path)
+    assert calls == [["a note", "another"]]
+    assert np.array_equal(first, again) and first[1, 0] == 7
+    script.cached_embeddings(["a note", "edited"], tmp_path)
+    monkeypatch.setattr(script, "fingerprint", lambda: "encoder-2")
+    script.cached_embeddings(["a note", "another"], tmp_path)
+    script.cached_embeddings(["a note", "another"], None)
+    assert len(calls) == 4
+    assert not list(tmp_path.glob("*.tmp.npy"))

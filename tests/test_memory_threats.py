@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -424,37 +423,6 @@ def test_the_shipped_classifier_has_its_neighbours_and_refuses_a_stale_file(monk
     monkeypatch.setattr(semantic, "_MODEL", None)
     with pytest.raises(RuntimeError, match="neighbour_mean is not .*train_threat_classifier"):
         semantic._model()
-
-
-def test_the_training_script_keeps_embeddings_per_text_and_encoder(monkeypatch, tmp_path):
-    np = pytest.importorskip("numpy")
-    import importlib.util
-
-    from hermes_context.memory import semantic
-
-    path = Path(__file__).parents[1] / "scripts" / "train_threat_classifier.py"
-    spec = importlib.util.spec_from_file_location("train_threat_classifier", path)
-    script = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, script)  # its dataclasses look themselves up
-    spec.loader.exec_module(script)
-    calls = []
-
-    def embeddings(texts):
-        calls.append(list(texts))
-        return np.array([[len(t), 1.0] for t in texts], np.float32)
-
-    monkeypatch.setattr(semantic, "embeddings", embeddings)
-    monkeypatch.setattr(script, "fingerprint", lambda: "encoder-1")
-    first = script.cached_embeddings(["a note", "another"], tmp_path)
-    again = script.cached_embeddings(["a note", "another"], tmp_path)
-    assert calls == [["a note", "another"]]
-    assert np.array_equal(first, again) and first[1, 0] == 7
-    script.cached_embeddings(["a note", "edited"], tmp_path)
-    monkeypatch.setattr(script, "fingerprint", lambda: "encoder-2")
-    script.cached_embeddings(["a note", "another"], tmp_path)
-    script.cached_embeddings(["a note", "another"], None)
-    assert len(calls) == 4
-    assert not list(tmp_path.glob("*.tmp.npy"))
 
 
 def test_the_environment_switch_turns_the_semantic_layer_off_or_requires_it(monkeypatch):
