@@ -1,4 +1,4 @@
-"""The benchmarks' labelled data stays well-formed as batches and sets are added; the scripts that read it."""
+"""Benchmark data stays well-formed as batches are added; the scripts that read it agree."""
 
 from __future__ import annotations
 
