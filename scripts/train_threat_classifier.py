@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import json
 import os
@@ -218,6 +219,7 @@ def with_neighbours(
     return dataclasses.replace(model, neighbours=bank)
 
 
+@functools.cache
 def fingerprint() -> str:
     """What a view's embeddings depend on: the embedding code and the encoders' versions."""
     from importlib import metadata

@@ -23,9 +23,9 @@ margin (``_Neighbours``: how much closer the note's embeddings are to the
 nearest labelled attacks than to the nearest ordinary notes) is added to the
 score: the network alone does not separate even its own training notes at a
 low false-positive rate, and with the margin nine points more of an unseen
-writer's attacks were caught (``docs/memory.md``). A note whose score, or the score of one of its
-undisguised views, reaches the classifier's threshold is flagged
-``semantic.malicious``.
+writer's attacks were caught (``docs/memory.md``). A note whose score, or the
+score of one of its undisguised views, reaches the classifier's threshold is
+flagged ``semantic.malicious``.
 
 It is optional: install ``hermes-context[semantic]``. Without it the rules
 work alone (``semantic_available()`` says which).
