@@ -6,6 +6,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -14,7 +15,7 @@ import hermes_context.llm as llm
 from hermes_context.errors import LLMAPIError
 from hermes_context.llm import ChatClient, ChatResponse, classify_error, forbid_model_requests
 from hermes_context.llm.client import PLACEHOLDER_API_KEY, is_loopback_url, safe_url
-from hermes_context.llm.testing import Reply
+from hermes_context.llm.testing import Reply, ScriptedLLMServer
 
 KEY = "sk-test-0123456789abcdef"
 MESSAGES = [
@@ -248,6 +249,65 @@ def test_timeout(scripted_llm, stream):
     assert (err.kind, err.status_code) == ("timeout", None)
     assert str(err).startswith(f"timed out waiting for {scripted_llm.base_url} (model test-model)")
     assert str(err).endswith("raise the timeout (now 0.3s)")
+
+
+@STREAM_MODES
+def test_keep_alives_do_not_hold_a_request_past_its_timeout(stream):
+    # A short lifetime ends the keep-alives even if the client never gives up.
+    with ScriptedLLMServer(lifetime=4) as server:
+        server.enqueue(Reply.keep_alive(every=0.05))
+        started = time.monotonic()
+        err = chat_error(make_client(server, timeout=0.5), stream=stream)
+        elapsed, url = time.monotonic() - started, server.base_url
+    assert (err.kind, err.status_code) == ("timeout", None)
+    assert str(err).startswith(f"timed out waiting for {url} (model test-model)")
+    assert str(err).endswith("raise the timeout (now 0.5s)")
+    assert elapsed < 1.5
+
+
+def request_threads():
+    return [t for t in threading.enumerate() if t.name == "model-request"]
+
+
+@STREAM_MODES
+def test_an_abandoned_request_frees_its_thread_and_connection(stream):
+    with ScriptedLLMServer(lifetime=10) as server:
+        server.enqueue(Reply.keep_alive(every=0.05))
+        chat_error(make_client(server, timeout=0.3), stream=stream)
+        gone = time.monotonic() + 1.0
+        while request_threads() and time.monotonic() < gone:
+            time.sleep(0.02)
+        assert request_threads() == []
+
+
+@STREAM_MODES
+def test_cancel_stops_a_request_in_flight(scripted_llm, stream):
+    scripted_llm.enqueue(Reply.delay(30, Reply.text("too late")))
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    started = time.monotonic()
+    err = chat_error(make_client(scripted_llm, timeout=60), stream=stream, cancel=cancel)
+    assert time.monotonic() - started < 1.5
+    assert (err.kind, err.status_code) == ("cancelled", None)
+    assert "cancelled" in str(err)
+
+
+def test_cancel_stops_a_stream_mid_way_and_no_text_arrives_after():
+    with ScriptedLLMServer(lifetime=4) as server:
+        server.enqueue(Reply.keep_alive(every=0.05))
+        cancel, pieces = threading.Event(), []
+        threading.Timer(0.3, cancel.set).start()
+        err = chat_error(
+            make_client(server, timeout=60), stream=True, cancel=cancel, on_text=pieces.append
+        )
+    assert err.kind == "cancelled" and pieces == []
+
+
+def test_a_set_cancel_sends_nothing(scripted_llm):
+    cancel = threading.Event()
+    cancel.set()
+    assert chat_error(make_client(scripted_llm), cancel=cancel).kind == "cancelled"
+    assert scripted_llm.requests == []
 
 
 BAD_BODIES = [

@@ -20,6 +20,7 @@ LLM_ERROR_KINDS = (
     "bad_json",
     "stream",
     "network",
+    "cancelled",
     "other",
 )
 

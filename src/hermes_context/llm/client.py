@@ -3,7 +3,9 @@
 Built on the official ``openai`` SDK (imported lazily so ``import
 hermes_context`` stays light). Every failure leaves as ``LLMAPIError`` with a
 ``kind`` from ``LLM_ERROR_KINDS`` that the compressor picks its fallback and
-cooldown from (SPEC 3.5); ``classify_error`` does the mapping.
+cooldown from; ``classify_error`` does the mapping. The timeout is an overall
+deadline per request and a ``cancel`` event stops a request in flight
+(``watchdog``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import ipaddress
 import json
 import re
 import socket
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import LLMAPIError
 from ..messages import content_text, to_wire
+from . import watchdog
 from ._switch import model_requests_allowed
 
 # Local servers (vLLM, Ollama, llama.cpp) need no key, but the SDK refuses to
@@ -48,6 +52,7 @@ _HINTS = {
     "network": "check base_url and that the server is running and reachable",
     "bad_json": "check that base_url points to an OpenAI-compatible /v1 endpoint",
     "stream": "retry, or call without stream=True",
+    "cancelled": "the caller interrupted it; send it again to get an answer",
     "other": "retry later or check the server logs",
 }
 # Error codes/phrases that mean "out of money", whatever the status (OpenAI
@@ -93,7 +98,8 @@ class ChatClient:
         base_url: The endpoint, e.g. ``http://localhost:8000/v1``.
         api_key: The key; ``None`` for local servers that need none.
         model: The model name sent with every request.
-        timeout: Seconds before a request fails with kind ``timeout``.
+        timeout: Seconds a request may take in all (connecting, waiting, reading
+            every byte) before it fails with kind ``timeout``.
         max_retries: SDK retries on connection errors, 429 and 5xx (0: fail fast,
             the compressor has its own fallbacks).
     """
@@ -125,6 +131,7 @@ class ChatClient:
         tools: list[dict[str, Any]] | None = None,
         stream: bool = False,
         on_text: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
         **params: Any,
     ) -> ChatResponse:
         """Send ``messages`` (metadata keys dropped) and return the answer.
@@ -134,18 +141,29 @@ class ChatClient:
             tools: OpenAI tool definitions, if the model may call tools.
             stream: Consume an SSE stream and assemble it.
             on_text: With ``stream``, called with each piece of answer text as it
-                arrives (an exception it raises fails the request).
+                arrives, on a worker thread (an exception it raises fails the request).
+            cancel: Once set, the request stops within a fraction of a second.
             **params: Passed to the API as is (``temperature``, ``max_tokens``...).
 
         Raises:
-            LLMAPIError: on any failure, with ``kind`` and ``status_code`` set.
+            LLMAPIError: on any failure, with ``kind`` and ``status_code`` set;
+                kind ``timeout`` once ``timeout`` seconds have passed in all,
+                ``cancelled`` once ``cancel`` is set.
         """
         _check_allowed(self.base_url)
         request: dict[str, Any] = {"model": self.model, "messages": to_wire(messages), **params}
         if tools:
             request["tools"] = tools
+
+        def send(watch: watchdog.Watch) -> ChatResponse:
+            text = watch.quiet(on_text)
+            return self._stream(request, text) if stream else self._once(request)
+
         try:
-            return self._stream(request, on_text) if stream else self._once(request)
+            self._sdk()  # built here: importing the SDK is not part of the request's time
+            return watchdog.run(send, timeout=self.timeout, cancel=cancel)
+        except watchdog.Abandoned as stop:
+            raise self._polish(self._abandoned(stop.reason)) from None
         except Exception as exc:  # every failure must become an LLMAPIError
             err = self._polish(classify_error(exc, base_url=self.base_url, model=self.model))
             if err is exc:
@@ -170,11 +188,20 @@ class ChatClient:
                 base_url=self.base_url,
                 timeout=self.timeout,
                 max_retries=self.max_retries,
+                # The hook hands each response's connection to the watchdog.
+                http_client=openai.DefaultHttpxClient(
+                    event_hooks={"response": [watchdog.response_hook]}
+                ),
             )
         return self._sdk_client
 
     def _where(self) -> str:
         return f"{safe_url(self.base_url)} (model {self.model})"
+
+    def _abandoned(self, reason: str) -> LLMAPIError:
+        if reason == "cancelled":
+            return _make("cancelled", f"the request to {self._where()} was cancelled", None, None)
+        return _make("timeout", f"timed out waiting for {self._where()}", None, None)
 
     def _once(self, request: dict[str, Any]) -> ChatResponse:
         raw = self._sdk().chat.completions.with_raw_response.create(**request)

@@ -42,6 +42,8 @@ SHUTDOWN_POLL_SECONDS = 0.02
 DEFAULT_EMBEDDING_DIMS = 64
 # Model listed by GET /v1/models when no per-model reply is queued.
 DEFAULT_MODEL = "scripted-model"
+# Default gap between the bytes of Reply.keep_alive: well under any per-read timeout.
+KEEP_ALIVE_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class Reply:
 
     Attributes:
         kind: ``text``, ``tool_calls``, ``error``, ``delay``, ``malformed_json``,
-            ``broken_stream`` or ``raw``.
+            ``broken_stream``, ``keep_alive`` or ``raw``.
         data: What that kind needs.
     """
 
@@ -129,6 +131,16 @@ class Reply:
         if mode not in ("malformed", "close"):
             raise ValueError("mode must be 'malformed' or 'close'")
         return cls("broken_stream", {"content": content, "mode": mode})
+
+    @classmethod
+    def keep_alive(cls, every: float = KEEP_ALIVE_SECONDS) -> Reply:
+        """A 200 that never finishes: one keep-alive every ``every`` seconds until stop().
+
+        A stream request gets SSE comments (``: keep-alive``), any other a JSON
+        body of nothing but spaces: each read succeeds, so only an overall
+        deadline ends the request.
+        """
+        return cls("keep_alive", {"every": every})
 
     @classmethod
     def raw(
@@ -424,6 +436,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_bytes(d["status"], d["body"], d["content_type"])
         elif reply.kind == "broken_stream":
             self._send_broken_stream(reply, request)
+        elif reply.kind == "keep_alive":
+            self._send_keep_alives(reply.data["every"], stream=bool(request.get("stream")))
         elif request.get("stream"):
             self._send_stream(_stream_chunks(self.scripted, reply, request))
         else:
@@ -442,9 +456,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_json(self, status: int, body: Any) -> None:
         self._send_bytes(status, json.dumps(body).encode("utf-8"), "application/json")
 
-    def _start_stream(self) -> None:
+    def _start_stream(self, content_type: str = "text/event-stream") -> None:
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Type", content_type)
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Connection", "close")
@@ -460,6 +474,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_chunk(_sse(chunk))
         self._write_chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")  # end of chunked body
+
+    def _send_keep_alives(self, every: float, *, stream: bool) -> None:
+        self._start_stream("text/event-stream" if stream else "application/json")
+        beat = b": keep-alive\n\n" if stream else b" "
+        try:
+            while not self.scripted._stopping.wait(every):
+                self._write_chunk(beat)
+        except OSError:
+            pass  # the client hung up: what a deadline does
+        self.close_connection = True
 
     def _send_broken_stream(self, reply: Reply, request: dict[str, Any]) -> None:
         self._start_stream()
