@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
+import time
 
 import pytest
 
 from hermes_context import LLMAPIError, SessionDB, validate_messages
 from hermes_context.agent import AIAgent
-from hermes_context.agent.core import MAX_ITERATIONS_TEXT
+from hermes_context.agent.core import INTERRUPTED_TEXT, MAX_ITERATIONS_TEXT
 from hermes_context.agent.wire import NOTICE_TEXT
 from hermes_context.errors import ConfigError
 from hermes_context.llm.testing import Reply, ScriptedLLMServer
@@ -278,6 +280,27 @@ def test_interrupt_stops_the_turn_at_a_safe_point(server, workspace, hermes_home
     assert "interrupted" in second["error"]
     server.enqueue(Reply.text("resumed"))
     assert agent.run_conversation("continue")["interrupted"] is False
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_interrupt_aborts_a_model_request_in_flight(server, workspace, hermes_home, stream):
+    server.enqueue(Reply.delay(30, Reply.text("too late")))
+    pieces = []
+    callback = {"stream_callback": pieces.append} if stream else {}
+    agent = make_agent(server, workspace, hermes_home, **callback)
+    threading.Timer(0.3, agent.interrupt).start()
+    started = time.monotonic()
+    result = agent.run_conversation("take your time")
+    assert time.monotonic() - started < 2
+    assert result["interrupted"] is True and result["final_response"] == INTERRUPTED_TEXT
+    assert len(server.chat_requests) == 1 and pieces == []
+    validate_messages(result["messages"])
+    assert [m["role"] for m in agent.db.get_messages(agent.session_id)][-2:] == [
+        "user",
+        "assistant",
+    ]
+    server.enqueue(Reply.text("back"))
+    assert agent.run_conversation("again")["final_response"] == "back"
 
 
 def test_terminal_is_off_by_default_and_times_out_when_on(server, workspace, hermes_home):

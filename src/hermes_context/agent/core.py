@@ -382,7 +382,8 @@ class AIAgent:
             return self._turn(user_message)
 
     def interrupt(self) -> None:
-        """Stop the running turn at the next safe point (between requests and tools)."""
+        """Stop the running turn promptly: a model request in flight is abandoned, a
+        running tool is told to stop, and the turn ends with ``interrupted: True``."""
         self._cancel.set()
 
     def close(self, *, end_session: bool = True) -> None:
@@ -478,7 +479,7 @@ class AIAgent:
                 # On record, and the history stays a valid sequence for the next turn.
                 self._finish(f"[the model request failed: {err}]")
                 raise
-            if response is None:  # interrupted while waiting to retry
+            if response is None:  # interrupted: the loop's first check ends the turn
                 continue
             self._append([self._assistant_message(response)])
             if not response.tool_calls:
@@ -556,7 +557,7 @@ class AIAgent:
                     on_retry=self._on_retry,
                 )
             except LLMAPIError as err:
-                if self._cancel.is_set() and model_request.retryable(err):
+                if self._cancel.is_set():  # interrupted in flight or while waiting to retry
                     return None
                 if err.kind != "context_length" or retried_context:
                     raise

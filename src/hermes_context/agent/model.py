@@ -43,7 +43,7 @@ def request(
     attempt = 0
     while True:
         try:
-            return client.chat(messages, tools=tools, stream=stream, **params)
+            return client.chat(messages, tools=tools, stream=stream, cancel=cancel, **params)
         except LLMAPIError as err:
             if not retryable(err) or attempt >= len(delays):
                 raise
