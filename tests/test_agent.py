@@ -18,7 +18,7 @@ from hermes_context.agent import AIAgent
 from hermes_context.agent.core import INTERRUPTED_TEXT, MAX_ITERATIONS_TEXT
 from hermes_context.agent.wire import NOTICE_TEXT
 from hermes_context.errors import ConfigError
-from hermes_context.llm.testing import Reply, ScriptedLLMServer
+from hermes_context.llm.testing import FunctionModel, Reply, ScriptedLLMServer
 
 NO_RETRY_DELAYS = (0.0, 0.0, 0.0)
 
@@ -339,6 +339,18 @@ def test_streaming_answers_reach_the_callback(server, workspace, hermes_home):
     assert "".join(pieces) == result["final_response"] == "a streamed answer of some length"
     assert len(pieces) > 1
     assert server.chat_requests[0].body["stream"] is True
+
+
+def test_an_injected_model_needs_no_base_url(workspace, hermes_home):
+    model = FunctionModel(lambda messages, tools: f"you said {messages[-1]['content']}", model="fn")
+    agent = AIAgent(chat_model=model, cwd=workspace, hermes_home=hermes_home)
+    assert agent.run_conversation("hello")["final_response"] == "you said hello"
+    assert agent.model == "fn" and agent.client is model
+    assert [m["role"] for m in model.calls[0].messages] == ["system", "user"]
+    assert model.calls[0].tools == agent.tool_schemas
+    agent.close()
+    with SessionDB(hermes_home / "state.db") as db:
+        assert db.get_session(agent.session_id)["model"] == "fn"
 
 
 def test_no_model_configured_says_how_to_configure_one(hermes_home, workspace):

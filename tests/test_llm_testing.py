@@ -1,4 +1,4 @@
-"""The test kit itself: ScriptedLLMServer, Reply builders, fake summarisers."""
+"""The test kit itself: ScriptedLLMServer, Reply builders, FunctionModel, fake summarisers."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import urllib.request
 import pytest
 
 from hermes_context.errors import LLMAPIError
-from hermes_context.llm import ChatClient
+from hermes_context.llm import ChatClient, ChatModel
 from hermes_context.llm.testing import (
     NO_REPLY_MESSAGE,
     FailingSummarizer,
+    FunctionModel,
     FunctionSummarizer,
     Reply,
     ScriptedLLMServer,
@@ -308,3 +309,117 @@ def _post(server, payload):
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as err:
         return err.code, json.loads(err.read())
+
+
+# -- FunctionModel ----------------------------------------------------------------
+
+
+def test_both_models_satisfy_the_chat_model_protocol():
+    assert isinstance(FunctionModel(), ChatModel)
+    assert isinstance(
+        ChatClient(base_url="http://127.0.0.1:1/v1", api_key=None, model="m"), ChatModel
+    )
+
+
+def test_function_model_answers_from_the_function_and_records_the_wire_request():
+    tools = [{"type": "function", "function": {"name": "noop", "parameters": {}}}]
+    seen = []
+
+    def answer(messages, tools):
+        seen.append((messages, tools))
+        return f"{len(messages)} messages, {len(tools)} tool"
+
+    model = FunctionModel(answer, model="fn")
+    history = [
+        {"role": "system", "content": "s", "_pinned": True},
+        {"role": "user", "content": "q"},
+    ]
+    wire = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
+    response = model.chat(history, tools=tools, temperature=0)
+    assert response.content == "2 messages, 1 tool" and response.finish_reason == "stop"
+    assert response.model == "fn" and response.usage["prompt_tokens"] > 0
+    assert seen[0][0] == wire
+    history[1]["content"] = "changed later"
+    (call,) = model.calls
+    assert call.messages == wire
+    assert (call.tools, call.stream, call.params) == (tools, False, {"temperature": 0})
+
+
+def test_function_model_serves_queued_replies_first_then_the_function():
+    model = FunctionModel(lambda messages, tools: Reply.text("from fn"))
+    model.enqueue(Reply.tool_calls([{"name": "read_file", "arguments": {"path": "a"}}]))
+    first = model.chat(USER)
+    assert first.finish_reason == "tool_calls" and first.content == ""
+    assert first.tool_calls == [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": '{"path": "a"}'},
+        }
+    ]
+    assert model.remaining == 0
+    assert model.chat(USER).content == "from fn"
+
+
+def test_function_model_without_a_reply_fails_loudly():
+    with pytest.raises(LLMAPIError, match=NO_REPLY_MESSAGE):
+        FunctionModel().chat(USER)
+
+
+@pytest.mark.parametrize(
+    ("reply", "kind", "status"),
+    [
+        (Reply.error(401, "bad key"), "auth", 401),
+        (Reply.error(429, "slow down"), "rate_limit", 429),
+        (
+            Reply.error(400, "maximum context length", code="context_length_exceeded"),
+            "context_length",
+            400,
+        ),
+    ],
+)
+def test_function_model_errors_are_the_clients_errors(reply, kind, status):
+    model = FunctionModel()
+    model.enqueue(reply)
+    with pytest.raises(LLMAPIError) as info:
+        model.chat(USER)
+    assert (info.value.kind, info.value.status_code) == (kind, status)
+
+
+def test_function_model_is_strict_like_a_provider():
+    model = FunctionModel(lambda messages, tools: "never")
+    with pytest.raises(LLMAPIError) as info:
+        model.chat([*USER, *USER])
+    assert info.value.status_code == 400 and "two user" in str(info.value)
+    assert FunctionModel(lambda m, t: "ok", strict=False).chat([*USER, *USER]).content == "ok"
+
+
+def test_function_model_streams_in_pieces_and_breaks_streams():
+    model = FunctionModel()
+    model.enqueue(Reply.text("a streamed answer in several pieces"))
+    model.enqueue(Reply.broken_stream("partial answer"))
+    pieces = []
+    response = model.chat(USER, stream=True, on_text=pieces.append)
+    assert "".join(pieces) == response.content and len(pieces) > 2
+    pieces.clear()
+    with pytest.raises(LLMAPIError) as info:
+        model.chat(USER, stream=True, on_text=pieces.append)
+    assert info.value.kind == "stream" and "".join(pieces) == "partial answer"
+
+
+def test_function_model_delays_until_cancelled():
+    model = FunctionModel()
+    model.enqueue(Reply.delay(30, Reply.text("too late")))
+    cancel = threading.Event()
+    threading.Timer(0.2, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(LLMAPIError) as info:
+        model.chat(USER, cancel=cancel)
+    assert info.value.kind == "cancelled" and time.monotonic() - started < 1
+
+
+def test_function_model_refuses_wire_level_replies():
+    model = FunctionModel()
+    model.enqueue(Reply.malformed_json())
+    with pytest.raises(ValueError, match="ScriptedLLMServer"):
+        model.chat(USER)

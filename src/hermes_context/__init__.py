@@ -21,7 +21,7 @@ from .errors import (
     SecurityError,
     StoreError,
 )
-from .llm import OpenAISummarizer, build_summarizer
+from .llm import ChatModel, OpenAISummarizer, build_summarizer
 from .memory import (
     MEMORY_TOOL_SCHEMA,
     MemoryManager,
@@ -46,6 +46,7 @@ register_text_scanner(scan_for_threats)
 
 __all__ = [
     "AIAgent",
+    "ChatModel",
     "CompressionResult",
     "Config",
     "ConfigError",

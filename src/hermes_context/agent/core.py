@@ -22,7 +22,7 @@ from typing import Any
 from ..compression import SUMMARY_KEY, CompressionResult, ContextCompressor
 from ..config import Config, load_config
 from ..errors import ConfigError, LLMAPIError
-from ..llm import ChatClient, ChatResponse, build_summarizer
+from ..llm import ChatClient, ChatModel, ChatResponse, build_summarizer
 from ..memory import MemoryManager, MemoryStore
 from ..messages import json_loads_or_none
 from ..providers import load_provider
@@ -57,8 +57,10 @@ CUT_TOOL_TEXT = '{"error": "not run: the turn was cut off when the process stopp
 NO_MODEL_HELP = (
     "no model is configured: run `hermes-context config init`, then set model.base_url and "
     "model.name in $HERMES_HOME/config.yaml (the key goes in the variable model.api_key_env "
-    "names, default OPENAI_API_KEY), or pass base_url= and model= to AIAgent"
+    "names, default OPENAI_API_KEY), or pass base_url= and model= (or chat_model=) to AIAgent"
 )
+# The name sessions record for an injected model that has none.
+UNNAMED_MODEL = "unnamed-model"
 TOOL_PROGRESS_MODES = ("all", "new", "off")
 # What the user is told when ``compression.progress_notices`` is on.
 PROGRESS_NOTICES = {
@@ -106,6 +108,10 @@ class AIAgent:
         memory_home: Folder of this agent's memory files, skills and provider
             data (default: the home); state.db, config and SOUL.md stay in the home.
         retry_delays: Seconds before each retry of a transient failure.
+        tools: The tool registry (default: the built-in tools).
+        chat_model: The model to talk to (a ``ChatModel``, e.g. a ``ChatClient`` or
+            ``hermes_context.llm.testing.FunctionModel``); then no ``base_url`` is
+            needed and the model's name is its ``model``.
     """
 
     def __init__(
@@ -135,6 +141,7 @@ class AIAgent:
         memory_home: str | Path | None = None,
         retry_delays: tuple[float, ...] = model_request.RETRY_DELAYS,
         tools: ToolRegistry | None = None,
+        chat_model: ChatModel | None = None,
     ) -> None:
         if not isinstance(max_iterations, int) or max_iterations < 1:
             raise ConfigError(f"max_iterations must be a positive integer, got {max_iterations!r}")
@@ -143,15 +150,17 @@ class AIAgent:
                 f"tool_progress_mode must be one of {', '.join(TOOL_PROGRESS_MODES)}, "
                 f"got {tool_progress_mode!r}"
             )
+        if chat_model is not None:
+            model = chat_model.model or model
         self.config = self._effective_config(
             config, hermes_home, base_url, api_key, model, context_length
         )
         mc = self.config.model
-        if not (mc.base_url and mc.name):
+        if chat_model is None and not (mc.base_url and mc.name):
             raise ConfigError(
                 NO_MODEL_HELP, key="model.base_url" if not mc.base_url else "model.name"
             )
-        self.model = mc.name
+        self.model: str = mc.name or UNNAMED_MODEL
         self.max_iterations = max_iterations
         self.quiet_mode = quiet_mode
         self.tool_progress_mode = tool_progress_mode
@@ -170,7 +179,9 @@ class AIAgent:
             else self.config
         )
         self.notice_percent = DEFAULT_NOTICE_PERCENT
-        self.client = ChatClient(base_url=mc.base_url, api_key=mc.resolved_api_key(), model=mc.name)
+        self.client: ChatModel = chat_model or ChatClient(
+            base_url=str(mc.base_url), api_key=mc.resolved_api_key(), model=self.model
+        )
         self._summarizer: ConversationSummarizer | None = None
         if summarizer is None and use_llm_summary is not False and self._summaries_on_own_model():
             self._summarizer = ConversationSummarizer(self)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import LLMAPIError
-from ..llm import ChatClient, ChatResponse
+from ..llm import ChatModel, ChatResponse
 
 # Seconds to wait before each retry; their count is the number of retries.
 RETRY_DELAYS = (1.0, 2.0, 4.0)
@@ -29,7 +29,7 @@ def retryable(err: LLMAPIError) -> bool:
 
 
 def request(
-    client: ChatClient,
+    client: ChatModel,
     messages: list[dict[str, Any]],
     *,
     tools: list[dict[str, Any]] | None,

@@ -1,8 +1,8 @@
-"""OpenAI-compatible chat client, the LLM summariser and memory-write reviewer, error
-classification, and the test switch.
+"""The ``ChatModel`` protocol, the OpenAI-compatible chat client, the LLM summariser
+and memory-write reviewer, error classification, and the test switch.
 
-The test kit (``ScriptedLLMServer``, fake summarisers, the ``scripted_llm``
-fixture) lives in ``hermes_context.llm.testing`` and is imported explicitly.
+The test kit (``FunctionModel``, ``ScriptedLLMServer``, fake summarisers, the
+``scripted_llm`` fixture) lives in ``hermes_context.llm.testing`` and is imported explicitly.
 
 ``ALLOW_MODEL_REQUESTS``: when False, ``ChatClient`` refuses every non-loopback
 ``base_url``, so a test suite cannot reach a real (paid) model by accident. Set
@@ -18,6 +18,7 @@ from types import ModuleType
 
 from . import _switch
 from ._switch import forbid_model_requests
+from .chat_model import ChatModel
 from .client import ChatClient, ChatResponse, classify_error
 from .review import LLMWriteReviewer
 from .summarizer import OpenAISummarizer, build_summarizer
@@ -48,6 +49,7 @@ sys.modules[__name__].__class__ = _LLMModule
 __all__ = [
     "ALLOW_MODEL_REQUESTS",
     "ChatClient",
+    "ChatModel",
     "ChatResponse",
     "LLMWriteReviewer",
     "OpenAISummarizer",

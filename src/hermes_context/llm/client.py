@@ -200,7 +200,7 @@ class ChatClient:
 
     def _abandoned(self, reason: str) -> LLMAPIError:
         if reason == "cancelled":
-            return _make("cancelled", f"the request to {self._where()} was cancelled", None, None)
+            return _cancelled(self._where())
         return _make("timeout", f"timed out waiting for {self._where()}", None, None)
 
     def _once(self, request: dict[str, Any]) -> ChatResponse:
@@ -446,6 +446,10 @@ def _make(kind: str, what: str, status: int | None, detail: str | None) -> LLMAP
     if detail:
         message += f"; {'server said' if status else 'cause'}: {detail}"
     return LLMAPIError(message, status_code=status, kind=kind)
+
+
+def _cancelled(where: str) -> LLMAPIError:
+    return _make("cancelled", f"the request to {where} was cancelled", None, None)
 
 
 def _from_status(status: int, body: Any, where: str) -> LLMAPIError:

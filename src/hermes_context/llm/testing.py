@@ -1,5 +1,8 @@
-"""Test kit: a scripted OpenAI-compatible HTTP server and fake summarisers.
+"""Test kit: a scripted OpenAI-compatible HTTP server, a model without HTTP, fake summarisers.
 
+``ScriptedLLMServer`` is for what is about HTTP (status codes, timeouts,
+streams, malformed bodies); ``FunctionModel`` answers the same ``Reply``
+script in process, for tests about what the agent does with the answers.
 Import it explicitly (``from hermes_context.llm.testing import ...``) or load it
 as a pytest plugin (``pytest_plugins = ["hermes_context.llm.testing"]``) to get
 the ``scripted_llm`` fixture. Nothing here talks to a real LLM service.
@@ -19,8 +22,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ..errors import InvalidMessagesError, LLMAPIError
-from ..messages import validate_messages
+from ..messages import to_wire, validate_messages
 from ..tokens import estimate_messages_tokens_rough, estimate_tokens_rough
+from .client import ChatResponse, _cancelled, _from_status, _make
 
 try:  # pytest is a dev dependency; the fixture only exists where it is installed.
     import pytest
@@ -601,6 +605,149 @@ def _stream_chunks(
     options = request.get("stream_options") or {}
     if isinstance(options, dict) and options.get("include_usage"):
         yield {**base, "choices": [], "usage": _usage(reply, request)}
+
+
+# -- a model without HTTP ------------------------------------------------------
+
+# What a FunctionModel's function returns: a Reply, a ready answer, or the answer's text.
+ModelFunction = Callable[
+    [list[dict[str, Any]], list[dict[str, Any]] | None], "Reply | ChatResponse | str"
+]
+# Reply kinds only an HTTP server can act out.
+_WIRE_ONLY_KINDS = ("raw", "keep_alive")
+
+
+@dataclass
+class ModelCall:
+    """One request a ``FunctionModel`` received.
+
+    Attributes:
+        messages: The messages as they would go on the wire (a deep copy).
+        tools: The tool definitions offered, if any.
+        stream: Whether the answer was asked for as a stream.
+        params: The other request parameters (``temperature``, ``tool_choice``...).
+    """
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    stream: bool
+    params: dict[str, Any]
+
+
+class FunctionModel:
+    """A ``ChatModel`` without HTTP: queued ``Reply`` objects first, then ``fn(messages, tools)``.
+
+    ``fn`` receives the request as it would go on the wire (metadata keys
+    dropped) and returns a ``Reply``, a ``ChatResponse`` or the answer's text.
+    Like ``ScriptedLLMServer`` it is strict: a message list a provider would
+    refuse fails with the 400 a provider would send (``strict=False`` turns
+    that off); ``Reply.error`` fails as ``ChatClient`` would; streamed text
+    reaches ``on_text`` in pieces; ``Reply.delay`` waits, and stops when
+    ``cancel`` is set. ``calls`` records every request.
+
+    Example:
+        model = FunctionModel(lambda messages, tools: "hello")
+        agent = AIAgent(chat_model=model, hermes_home=tmp_path)
+    """
+
+    def __init__(
+        self, fn: ModelFunction | None = None, *, model: str = DEFAULT_MODEL, strict: bool = True
+    ) -> None:
+        self.fn = fn
+        self.model = model
+        self.strict = strict
+        self.calls: list[ModelCall] = []
+        self._queue: deque[Reply] = deque()
+        self._lock = threading.Lock()  # the agent's background review shares the model
+
+    def enqueue(self, reply: Reply) -> None:
+        """Queue ``reply`` for the next request."""
+        if not isinstance(reply, Reply):
+            raise TypeError(f"expected a Reply, got {type(reply).__name__}")
+        with self._lock:
+            self._queue.append(reply)
+
+    @property
+    def remaining(self) -> int:
+        """How many queued replies are still unserved."""
+        with self._lock:
+            return len(self._queue)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        stream: bool = False,
+        on_text: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+        **params: Any,
+    ) -> ChatResponse:
+        """Answer like a model would; see the class docstring."""
+        where = f"function model {self.model}"
+        if cancel is not None and cancel.is_set():
+            raise _cancelled(where)
+        request = {"model": self.model, "messages": copy.deepcopy(to_wire(messages)), **params}
+        with self._lock:
+            self.calls.append(ModelCall(request["messages"], tools, stream, dict(params)))
+        problem = _sequence_problem(request) if self.strict else None
+        if problem:
+            raise _from_status(400, _error_body(problem, "invalid_request_error"), where)
+        reply = self._next_reply(copy.deepcopy(request["messages"]), tools, where)
+        if isinstance(reply, ChatResponse):
+            _deliver(reply.content, on_text if stream else None)
+            return reply
+        return self._act(reply, request, on_text if stream else None, cancel, where)
+
+    def _next_reply(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, where: str
+    ) -> Reply | ChatResponse:
+        with self._lock:
+            queued = self._queue.popleft() if self._queue else None
+        if queued is not None:
+            return queued
+        if self.fn is None:
+            raise _from_status(NO_REPLY_STATUS, _error_body(NO_REPLY_MESSAGE, "server_error"), where)
+        answer = self.fn(messages, tools)
+        return Reply.text(answer) if isinstance(answer, str) else answer
+
+    def _act(
+        self,
+        reply: Reply,
+        request: dict[str, Any],
+        on_text: Callable[[str], None] | None,
+        cancel: threading.Event | None,
+        where: str,
+    ) -> ChatResponse:
+        while reply.kind == "delay":
+            if (cancel or threading.Event()).wait(reply.data["seconds"]):
+                raise _cancelled(where)
+            reply = reply.data["then"]
+        if reply.kind == "error":
+            raise _from_status(reply.data["status"], reply.data["body"], where)
+        if reply.kind == "broken_stream":
+            _deliver(reply.data["content"], on_text)
+            raise _make("stream", f"the stream from {where} broke mid-way", None, None)
+        if reply.kind in _WIRE_ONLY_KINDS:
+            raise ValueError(f"Reply.{reply.kind} acts on the wire: use ScriptedLLMServer for it")
+        _deliver(reply.data.get("content") or "", on_text)
+        return ChatResponse(
+            content=reply.data.get("content") or "",
+            tool_calls=copy.deepcopy(reply.data.get("tool_calls") or []),
+            finish_reason=reply.data["finish_reason"],
+            usage=_usage(reply, request),
+            model=self.model,
+        )
+
+
+def _deliver(text: str, on_text: Callable[[str], None] | None) -> None:
+    """Hand ``text`` to ``on_text`` in stream-sized pieces."""
+    if on_text is not None:
+        for piece in _pieces(text):
+            on_text(piece)
 
 
 # -- fake summarisers ---------------------------------------------------------

@@ -120,7 +120,7 @@ def run(work: Callable[[Watch], T], *, timeout: float, cancel: threading.Event |
         raise
     if "error" in outcome:
         raise outcome["error"]
-    return outcome["value"]  # type: ignore[no-any-return]
+    return outcome["value"]
 
 
 def _wait(done: threading.Event, deadline: float, cancel: threading.Event | None) -> None:
