@@ -1,7 +1,7 @@
-"""AIAgent end to end against the scripted OpenAI-compatible server.
+"""AIAgent end to end, against FunctionModel, and the scripted server for what is about HTTP.
 
-The server is strict (a message list a real provider would refuse gets a
-400), so every test that finishes also proves the agent's requests were valid.
+Both are strict (a message list a real provider would refuse gets a 400), so
+every test that finishes also proves the agent's requests were valid.
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ def server():
 
 
 @pytest.fixture
+def model():
+    return FunctionModel()
+
+
+@pytest.fixture
 def workspace(tmp_path):
     root = tmp_path / "work"
     root.mkdir()
@@ -38,12 +43,14 @@ def workspace(tmp_path):
     return root
 
 
-def make_agent(server, workspace, hermes_home, **kwargs):
+def make_agent(model, workspace, hermes_home, **kwargs):
+    """An agent on ``model``: a FunctionModel, or a ScriptedLLMServer reached over HTTP."""
     events = kwargs.pop("events", None)
-    defaults = dict(
-        base_url=server.base_url,
-        api_key="test-key",
-        model="scripted-model",
+    if isinstance(model, ScriptedLLMServer):
+        defaults = dict(base_url=model.base_url, api_key="test-key", model="scripted-model")
+    else:
+        defaults = dict(chat_model=model)
+    defaults.update(
         cwd=workspace,
         hermes_home=hermes_home,
         use_llm_summary=False,
@@ -60,8 +67,10 @@ def call(name, arguments, call_id="call_1"):
     return {"id": call_id, "name": name, "arguments": arguments}
 
 
-def sent_messages(server, index=-1):
-    return server.chat_requests[index].body["messages"]
+def sent_messages(model, index=-1):
+    if isinstance(model, ScriptedLLMServer):
+        return model.chat_requests[index].body["messages"]
+    return model.calls[index].messages
 
 
 def test_the_seed_bridge_call_works_unchanged(server, workspace, hermes_home):
@@ -97,34 +106,34 @@ def test_the_seed_bridge_call_works_unchanged(server, workspace, hermes_home):
         assert db.get_session(result["session_id"])["end_reason"] == "closed"
 
 
-def test_tool_calls_run_and_their_results_go_back(server, workspace, hermes_home):
+def test_tool_calls_run_and_their_results_go_back(model, workspace, hermes_home):
     events = []
-    server.enqueue(Reply.tool_calls([call("read_file", {"path": "app.py"})]))
-    server.enqueue(Reply.text("main returns 42"))
-    agent = make_agent(server, workspace, hermes_home, events=events)
+    model.enqueue(Reply.tool_calls([call("read_file", {"path": "app.py"})]))
+    model.enqueue(Reply.text("main returns 42"))
+    agent = make_agent(model, workspace, hermes_home, events=events)
     result = agent.run_conversation("what does main return?")
     assert result["final_response"] == "main returns 42"
     assert result["iterations"] == 2
-    tool = sent_messages(server)[-1]
+    tool = sent_messages(model)[-1]
     assert tool["role"] == "tool" and tool["tool_call_id"] == "call_1"
     assert "return 42" in json.loads(tool["content"])["content"]
     assert ("tool_call", {"name": "read_file", "arguments": '{"path": "app.py"}'}) in events
 
 
-def test_unknown_tools_and_bad_arguments_are_answered_not_raised(server, workspace, hermes_home):
-    server.enqueue(
+def test_unknown_tools_and_bad_arguments_are_answered_not_raised(model, workspace, hermes_home):
+    model.enqueue(
         Reply.tool_calls([call("no_such_tool", {}, "c1"), call("read_file", "{not json", "c2")])
     )
-    server.enqueue(Reply.text("ok"))
-    agent = make_agent(server, workspace, hermes_home)
+    model.enqueue(Reply.text("ok"))
+    agent = make_agent(model, workspace, hermes_home)
     agent.run_conversation("go")
-    results = [m for m in sent_messages(server) if m["role"] == "tool"]
+    results = [m for m in sent_messages(model) if m["role"] == "tool"]
     assert "unknown tool 'no_such_tool'" in json.loads(results[0]["content"])["error"]
     assert "not valid JSON" in json.loads(results[1]["content"])["error"]
 
 
-def test_file_tools_refuse_secrets_and_paths_outside_the_workspace(server, workspace, hermes_home):
-    server.enqueue(
+def test_file_tools_refuse_secrets_and_paths_outside_the_workspace(model, workspace, hermes_home):
+    model.enqueue(
         Reply.tool_calls(
             [
                 call("read_file", {"path": ".env"}, "c1"),
@@ -133,71 +142,69 @@ def test_file_tools_refuse_secrets_and_paths_outside_the_workspace(server, works
             ]
         )
     )
-    server.enqueue(Reply.text("done"))
+    model.enqueue(Reply.text("done"))
     (workspace.parent / "outside.txt").write_text("private", encoding="utf-8")
-    make_agent(server, workspace, hermes_home).run_conversation("go")
-    results = [json.loads(m["content"]) for m in sent_messages(server) if m["role"] == "tool"]
+    make_agent(model, workspace, hermes_home).run_conversation("go")
+    results = [json.loads(m["content"]) for m in sent_messages(model) if m["role"] == "tool"]
     assert "secrets file" in results[0]["error"]
     assert "outside the workspace" in results[1]["error"]
     assert results[2]["created"] is True
     assert (workspace / "new" / "file.txt").read_text() == "x\n"
-    assert "sk-secret-value" not in json.dumps(server.chat_requests[-1].body)
+    assert "sk-secret-value" not in json.dumps(model.calls[-1].messages)
 
 
 def test_memory_writes_reach_disk_and_the_next_session_not_the_running_prompt(
-    server, workspace, hermes_home
+    model, workspace, hermes_home
 ):
     fact = "The staging database listens on port 6543."
-    server.enqueue(
+    model.enqueue(
         Reply.tool_calls([call("memory", {"action": "add", "target": "memory", "content": fact})])
     )
-    server.enqueue(Reply.text("saved"))
-    server.enqueue(Reply.text("second answer"))
-    agent = make_agent(server, workspace, hermes_home)
+    model.enqueue(Reply.text("saved"))
+    model.enqueue(Reply.text("second answer"))
+    agent = make_agent(model, workspace, hermes_home)
     agent.run_conversation("remember the staging port")
     agent.run_conversation("and now?")
     assert fact in (hermes_home / "memories" / "MEMORY.md").read_text(encoding="utf-8")
-    systems = {r.body["messages"][0]["content"] for r in server.chat_requests}
+    systems = {c.messages[0]["content"] for c in model.calls}
     assert len(systems) == 1, "the system prompt changed inside a session"
     assert fact not in systems.pop()
     agent.close()
 
-    server.enqueue(Reply.text("I remember"))
-    fresh = make_agent(server, workspace, hermes_home)
+    model.enqueue(Reply.text("I remember"))
+    fresh = make_agent(model, workspace, hermes_home)
     fresh.run_conversation("hello again")
-    assert fact in sent_messages(server)[0]["content"]
+    assert fact in sent_messages(model)[0]["content"]
     assert fresh.session_id != agent.session_id
 
 
-def test_skip_memory_is_overridden_by_asking_for_the_memory_toolset(server, workspace, hermes_home):
-    server.enqueue(Reply.text("ok"))
-    agent = make_agent(
-        server, workspace, hermes_home, skip_memory=True, enabled_toolsets=["memory"]
-    )
+def test_skip_memory_is_overridden_by_asking_for_the_memory_toolset(model, workspace, hermes_home):
+    model.enqueue(Reply.text("ok"))
+    agent = make_agent(model, workspace, hermes_home, skip_memory=True, enabled_toolsets=["memory"])
     agent.run_conversation("hi")
-    names = [t["function"]["name"] for t in server.chat_requests[0].body["tools"]]
+    names = [t["function"]["name"] for t in model.calls[0].tools]
     assert names == ["memory"]
 
 
-def test_resuming_a_session_keeps_its_prompt_and_messages(server, workspace, hermes_home):
-    server.enqueue(Reply.text("first"))
-    agent = make_agent(server, workspace, hermes_home)
+def test_resuming_a_session_keeps_its_prompt_and_messages(model, workspace, hermes_home):
+    model.enqueue(Reply.text("first"))
+    agent = make_agent(model, workspace, hermes_home)
     agent.run_conversation("one")
-    sid, first_prompt = agent.session_id, sent_messages(server)[0]
+    sid, first_prompt = agent.session_id, sent_messages(model)[0]
     agent.close()
-    server.enqueue(Reply.text("second"))
-    again = make_agent(server, workspace, hermes_home, session_id=sid)
+    model.enqueue(Reply.text("second"))
+    again = make_agent(model, workspace, hermes_home, session_id=sid)
     result = again.run_conversation("two")
     assert result["session_id"] == sid
-    sent = sent_messages(server)
+    sent = sent_messages(model)
     assert sent[0] == first_prompt
     assert [m["content"] for m in sent[1:]] == ["one", "first", "two"]
 
 
-def test_max_iterations_ends_the_turn_with_a_clear_message(server, workspace, hermes_home):
+def test_max_iterations_ends_the_turn_with_a_clear_message(model, workspace, hermes_home):
     for n in range(3):
-        server.enqueue(Reply.tool_calls([call("read_file", {"path": "app.py"}, f"c{n}")]))
-    agent = make_agent(server, workspace, hermes_home, max_iterations=3)
+        model.enqueue(Reply.tool_calls([call("read_file", {"path": "app.py"}, f"c{n}")]))
+    agent = make_agent(model, workspace, hermes_home, max_iterations=3)
     result = agent.run_conversation("loop forever")
     assert result["iterations"] == 3
     assert result["final_response"] == MAX_ITERATIONS_TEXT.format(n=3)
@@ -228,57 +235,57 @@ def test_429_and_500_are_retried_with_backoff(server, workspace, hermes_home):
 
 
 def test_context_length_exceeded_forces_one_compression_and_one_retry(
-    server, workspace, hermes_home
+    model, workspace, hermes_home
 ):
-    agent = make_agent(server, workspace, hermes_home)
+    agent = make_agent(model, workspace, hermes_home)
     for n in range(6):
-        server.enqueue(Reply.text(f"answer {n} " + "words " * 200))
+        model.enqueue(Reply.text(f"answer {n} " + "words " * 200))
         agent.run_conversation(f"question {n} " + "detail " * 200)
-    server.enqueue(
+    model.enqueue(
         Reply.error(
             400,
             "This model's maximum context length is 8192 tokens",
             code="context_length_exceeded",
         )
     )
-    server.enqueue(Reply.text("fits now"))
+    model.enqueue(Reply.text("fits now"))
     result = agent.run_conversation("one more")
     assert result["final_response"] == "fits now"
     assert len(result["compressions"]) == 1
     assert result["compressions"][0]["tokens_after"] < result["compressions"][0]["tokens_before"]
-    retry = sent_messages(server)
-    assert len(retry) < len(sent_messages(server, -2))
+    retry = sent_messages(model)
+    assert len(retry) < len(sent_messages(model, -2))
 
 
-def test_context_length_exceeded_twice_raises(server, workspace, hermes_home):
-    agent = make_agent(server, workspace, hermes_home)
+def test_context_length_exceeded_twice_raises(model, workspace, hermes_home):
+    agent = make_agent(model, workspace, hermes_home)
     for _ in range(2):
-        server.enqueue(Reply.error(400, "maximum context length exceeded"))
+        model.enqueue(Reply.error(400, "maximum context length exceeded"))
     with pytest.raises(LLMAPIError) as info:
         agent.run_conversation("hi")
     assert info.value.kind == "context_length"
 
 
-def test_interrupt_stops_the_turn_at_a_safe_point(server, workspace, hermes_home):
+def test_interrupt_stops_the_turn_at_a_safe_point(model, workspace, hermes_home):
     agent = None
 
     def on_status(event, data):
         if event == "tool_call":
             agent.interrupt()
 
-    server.enqueue(
+    model.enqueue(
         Reply.tool_calls(
             [call("read_file", {"path": "app.py"}, "a"), call("read_file", {"path": "app.py"}, "b")]
         )
     )
-    agent = make_agent(server, workspace, hermes_home, status_callback=on_status)
+    agent = make_agent(model, workspace, hermes_home, status_callback=on_status)
     result = agent.run_conversation("go")
     assert result["interrupted"] is True
-    assert len(server.chat_requests) == 1
+    assert len(model.calls) == 1
     validate_messages(result["messages"])
     second = json.loads(result["messages"][-2]["content"])
     assert "interrupted" in second["error"]
-    server.enqueue(Reply.text("resumed"))
+    model.enqueue(Reply.text("resumed"))
     assert agent.run_conversation("continue")["interrupted"] is False
 
 
@@ -303,29 +310,29 @@ def test_interrupt_aborts_a_model_request_in_flight(server, workspace, hermes_ho
     assert agent.run_conversation("again")["final_response"] == "back"
 
 
-def test_terminal_is_off_by_default_and_times_out_when_on(server, workspace, hermes_home):
-    server.enqueue(Reply.tool_calls([call("terminal", {"command": "sleep 5", "timeout": 0.3})]))
-    server.enqueue(Reply.text("ok"))
-    make_agent(server, workspace, hermes_home).run_conversation("run it")
-    denied = json.loads(sent_messages(server)[-1]["content"])
+def test_terminal_is_off_by_default_and_times_out_when_on(model, workspace, hermes_home):
+    model.enqueue(Reply.tool_calls([call("terminal", {"command": "sleep 5", "timeout": 0.3})]))
+    model.enqueue(Reply.text("ok"))
+    make_agent(model, workspace, hermes_home).run_conversation("run it")
+    denied = json.loads(sent_messages(model)[-1]["content"])
     assert "unknown tool 'terminal'" in denied["error"]
 
-    server.enqueue(
+    model.enqueue(
         Reply.tool_calls([call("terminal", {"command": "echo hi; sleep 5", "timeout": 0.3})])
     )
-    server.enqueue(Reply.text("ok"))
-    make_agent(server, workspace, hermes_home, enabled_toolsets=["terminal"]).run_conversation("go")
-    result = json.loads(sent_messages(server)[-1]["content"])
+    model.enqueue(Reply.text("ok"))
+    make_agent(model, workspace, hermes_home, enabled_toolsets=["terminal"]).run_conversation("go")
+    result = json.loads(sent_messages(model)[-1]["content"])
     assert result["exit_code"] == 124 and result["timed_out"] is True
     assert result["output"].startswith("hi\n")
 
 
-def test_references_are_expanded_and_secrets_refused(server, workspace, hermes_home):
-    server.enqueue(Reply.text("seen"))
-    make_agent(server, workspace, hermes_home).run_conversation(
+def test_references_are_expanded_and_secrets_refused(model, workspace, hermes_home):
+    model.enqueue(Reply.text("seen"))
+    make_agent(model, workspace, hermes_home).run_conversation(
         "look at @file:app.py and @file:.env please"
     )
-    user = sent_messages(server)[-1]["content"]
+    user = sent_messages(model)[-1]["content"]
     assert "--- Attached Context ---" in user and "return 42" in user
     assert "sk-secret-value" not in user
     assert "@file:.env: .env is refused" in user
@@ -359,19 +366,19 @@ def test_no_model_configured_says_how_to_configure_one(hermes_home, workspace):
     assert "config init" in str(info.value) and "OPENAI_API_KEY" in str(info.value)
 
 
-def test_context_breakdown_adds_up(server, workspace, hermes_home):
+def test_context_breakdown_adds_up(model, workspace, hermes_home):
     (hermes_home / "SOUL.md").write_text("You are Ada, a careful engineer.", encoding="utf-8")
     (workspace / "AGENTS.md").write_text("Run tests with pytest -q.", encoding="utf-8")
-    server.enqueue(Reply.tool_calls([call("read_file", {"path": "app.py"})]))
-    server.enqueue(Reply.text("done"))
-    agent = make_agent(server, workspace, hermes_home, load_soul_identity=True)
+    model.enqueue(Reply.tool_calls([call("read_file", {"path": "app.py"})]))
+    model.enqueue(Reply.text("done"))
+    agent = make_agent(model, workspace, hermes_home, load_soul_identity=True)
     agent.run_conversation("read app.py")
     info = agent.context_breakdown()
     parts = info["parts"]
     assert all(parts[k] > 0 for k in ("identity", "context_files", "tool_schemas", "tool_results"))
     assert info["total"] == sum(parts.values())
     assert 0 < info["percent_of_threshold"] < 100
-    prompt = sent_messages(server)[0]["content"]
+    prompt = sent_messages(model)[0]["content"]
     assert "Ada" in prompt and "pytest -q" in prompt
 
 
@@ -379,9 +386,9 @@ BIG_FILE_LINES = 300
 CALL_IDS = itertools.count(1)
 
 
-def long_session_responder(body):
+def long_session_responder(messages, tools=None):
     """A model that reads a big file on every user turn, then answers at some length."""
-    last = body["messages"][-1]
+    last = messages[-1]
     n = next(CALL_IDS)
     if last["role"] == "user" and not last["content"].startswith("[System note"):
         return Reply.tool_calls(
@@ -404,25 +411,25 @@ def test_a_60_turn_tool_session_stays_under_the_window(long_workspace, hermes_ho
         f"compression:\n  in_place: {'true' if in_place else 'false'}\n", encoding="utf-8"
     )
     events = []
-    with ScriptedLLMServer(responder=long_session_responder) as srv:
-        agent = make_agent(srv, long_workspace, hermes_home, context_length=16_000, events=events)
-        sessions, compressions = {agent.session_id}, []
-        for turn in range(60):
-            result = agent.run_conversation(f"Turn {turn}: read big.txt and report.")
-            assert result["final_response"].startswith("Step ")
-            compressions += result["compressions"]
-            sessions.add(result["session_id"])
-            validate_messages(result["messages"])
-        threshold = agent.compressor.threshold_tokens
-        sizes = [agent.prompt_tokens_estimate()]
-        agent.close()
+    model = FunctionModel(long_session_responder)
+    agent = make_agent(model, long_workspace, hermes_home, context_length=16_000, events=events)
+    sessions, compressions = {agent.session_id}, []
+    for turn in range(60):
+        result = agent.run_conversation(f"Turn {turn}: read big.txt and report.")
+        assert result["final_response"].startswith("Step ")
+        compressions += result["compressions"]
+        sessions.add(result["session_id"])
+        validate_messages(result["messages"])
+    threshold = agent.compressor.threshold_tokens
+    sizes = [agent.prompt_tokens_estimate()]
+    agent.close()
     done = [c for c in compressions if not c["aborted"] and c["tokens_after"] < c["tokens_before"]]
     assert len([c for c in done if c["dropped"]]) >= 2, compressions
     assert all(c["tokens_after"] < threshold for c in done)
     assert max(sizes) < threshold
     # Summaries carry their metadata and, on the wire, the way back to the originals.
     assert any(m.get("_compressed_summary") for m in result["messages"])
-    assert "session_recall with summary_message_id=" in json.dumps(srv.chat_requests[-1].body)
+    assert "session_recall with summary_message_id=" in json.dumps(model.calls[-1].messages)
     assert ("compression_started" in {e for e, _ in events}) and (
         "compression_finished" in {e for e, _ in events}
     )
@@ -443,18 +450,18 @@ def test_the_model_is_told_before_compaction_and_the_note_is_not_stored(
     long_workspace, hermes_home
 ):
     events = []
-    with ScriptedLLMServer(responder=long_session_responder) as srv:
-        agent = make_agent(srv, long_workspace, hermes_home, context_length=16_000, events=events)
-        agent.notice_percent = 0.5
-        for turn in range(12):
-            agent.run_conversation(f"Turn {turn}: read big.txt")
-            if any(e == "context_notice" for e, _ in events):
-                break
-        noticed = [r for r in srv.chat_requests if "[System note" in json.dumps(r.body)]
+    model = FunctionModel(long_session_responder)
+    agent = make_agent(model, long_workspace, hermes_home, context_length=16_000, events=events)
+    agent.notice_percent = 0.5
+    for turn in range(12):
+        agent.run_conversation(f"Turn {turn}: read big.txt")
+        if any(e == "context_notice" for e, _ in events):
+            break
+    noticed = [c.messages for c in model.calls if "[System note" in json.dumps(c.messages)]
     assert len(noticed) == 1
-    last = noticed[0].body["messages"][-1]
+    last = noticed[0][-1]
     assert last["role"] == "user" and NOTICE_TEXT.split("{")[0] in last["content"]
-    validate_messages(noticed[0].body["messages"])
+    validate_messages(noticed[0])
     assert "[System note" not in json.dumps(agent.messages)
     with SessionDB(hermes_home / "state.db") as db:
         assert "[System note" not in json.dumps(db.get_messages(agent.session_id))
@@ -464,15 +471,15 @@ def test_a_blocked_compression_warns(long_workspace, hermes_home):
     (hermes_home / "config.yaml").write_text("compression:\n  max_attempts: 1\n", encoding="utf-8")
     events = []
 
-    def reads_forever(body):
+    def reads_forever(messages, tools):
         n = next(CALL_IDS)
-        if len(body["messages"]) > 60:
+        if len(messages) > 60:
             return Reply.text("done")
         return Reply.tool_calls([call("read_file", {"path": "big.txt", "limit": 300}, f"x{n}")])
 
-    with ScriptedLLMServer(responder=reads_forever) as srv:
-        agent = make_agent(srv, long_workspace, hermes_home, context_length=16_000, events=events)
-        agent.run_conversation("read it over and over")
+    model = FunctionModel(reads_forever)
+    agent = make_agent(model, long_workspace, hermes_home, context_length=16_000, events=events)
+    agent.run_conversation("read it over and over")
     warnings = [d for e, d in events if e == "warning"]
     assert any(d.get("reason") == "max_attempts" for d in warnings), events
     assert any(e == "compression_blocked" for e, _ in events)
@@ -487,44 +494,44 @@ def test_summaries_by_the_conversations_model_reuse_its_prefix(long_workspace, h
         "prompt_tokens_details": {"cached_tokens": 8_500},
     }
 
-    def respond(body):
-        last = body["messages"][-1]
-        if PREFIX_REQUEST_MARKER in str(last.get("content")):
+    def respond(messages, tools):
+        if PREFIX_REQUEST_MARKER in str(messages[-1].get("content")):
             return Reply.text(
                 "## Goal\nRead big.txt each turn.\n## Active Task\nReport.", usage=summary_usage
             )
-        return long_session_responder(body)
+        return long_session_responder(messages)
 
-    with ScriptedLLMServer(responder=respond) as srv:
-        agent = AIAgent(
-            base_url=srv.base_url,
-            model="scripted-model",
-            cwd=long_workspace,
-            hermes_home=hermes_home,
-            context_length=16_000,
-            load_soul_identity=False,
-            retry_delays=NO_RETRY_DELAYS,
-        )
-        entries = []
-        for turn in range(8):
-            entries += agent.run_conversation(f"Turn {turn}: read big.txt")["compressions"]
-            if any(e["dropped"] for e in entries):
-                break
-        requests = srv.chat_requests
+    model = FunctionModel(respond)
+    agent = AIAgent(
+        chat_model=model,
+        cwd=long_workspace,
+        hermes_home=hermes_home,
+        context_length=16_000,
+        load_soul_identity=False,
+        retry_delays=NO_RETRY_DELAYS,
+    )
+    entries = []
+    for turn in range(8):
+        entries += agent.run_conversation(f"Turn {turn}: read big.txt")["compressions"]
+        if any(e["dropped"] for e in entries):
+            break
+    requests = model.calls
     summarised = [e for e in entries if e["dropped"]]
     assert summarised and "conversation prefix" in summarised[0]["summariser"]
     assert summarised[0]["cached_tokens"] == 8_500 and summarised[0]["fallback"] is False
-    index = next(i for i, r in enumerate(requests) if PREFIX_REQUEST_MARKER in json.dumps(r.body))
-    summary_request, previous = requests[index].body, requests[index - 1].body
-    shared = summary_request["messages"][:-1]
+    index = next(
+        i for i, r in enumerate(requests) if PREFIX_REQUEST_MARKER in json.dumps(r.messages)
+    )
+    summary_request, previous = requests[index], requests[index - 1]
+    shared = summary_request.messages[:-1]
     assert len(shared) > 5
-    assert previous["messages"][: len(shared)] == shared, "the prefix is not byte-identical"
-    assert summary_request["tools"] == previous["tools"]
-    assert summary_request["tool_choice"] == "none"
-    validate_messages(summary_request["messages"])
+    assert previous.messages[: len(shared)] == shared, "the prefix is not byte-identical"
+    assert summary_request.tools == previous.tools
+    assert summary_request.params["tool_choice"] == "none"
+    validate_messages(summary_request.messages)
     assert agent.usage["cached_tokens"] >= 8_500
     # The summary the LLM wrote is what the model sees next.
-    assert "Read big.txt each turn." in json.dumps(requests[-1].body)
+    assert "Read big.txt each turn." in json.dumps(requests[-1].messages)
 
 
 def test_progress_notices_tell_the_user_when_compaction_starts_and_ends(
@@ -534,10 +541,10 @@ def test_progress_notices_tell_the_user_when_compaction_starts_and_ends(
         "compression:\n  progress_notices: true\n", encoding="utf-8"
     )
     events = []
-    with ScriptedLLMServer(responder=long_session_responder) as srv:
-        agent = make_agent(srv, long_workspace, hermes_home, context_length=16_000, events=events)
-        for turn in range(4):
-            agent.run_conversation(f"Turn {turn}: read big.txt")
+    model = FunctionModel(long_session_responder)
+    agent = make_agent(model, long_workspace, hermes_home, context_length=16_000, events=events)
+    for turn in range(4):
+        agent.run_conversation(f"Turn {turn}: read big.txt")
     notices = [d["message"] for e, d in events if e == "progress_notice"]
     assert notices[0].startswith("Compacting the conversation (")
     assert notices[1].startswith("Compacted the conversation: ")
@@ -545,50 +552,50 @@ def test_progress_notices_tell_the_user_when_compaction_starts_and_ends(
 
 def test_no_progress_notices_by_default(long_workspace, hermes_home):
     events = []
-    with ScriptedLLMServer(responder=long_session_responder) as srv:
-        agent = make_agent(srv, long_workspace, hermes_home, context_length=16_000, events=events)
-        for turn in range(4):
-            agent.run_conversation(f"Turn {turn}: read big.txt")
+    model = FunctionModel(long_session_responder)
+    agent = make_agent(model, long_workspace, hermes_home, context_length=16_000, events=events)
+    for turn in range(4):
+        agent.run_conversation(f"Turn {turn}: read big.txt")
     assert any(e == "compression_finished" for e, _ in events)
     assert not any(e == "progress_notice" for e, _ in events)
 
 
-def test_without_quiet_mode_progress_goes_to_stderr(server, workspace, hermes_home, capsys):
-    server.enqueue(Reply.tool_calls([call("read_file", {"path": "app.py"})]))
-    server.enqueue(Reply.text("ok"))
-    make_agent(server, workspace, hermes_home, quiet_mode=False).run_conversation("go")
+def test_without_quiet_mode_progress_goes_to_stderr(model, workspace, hermes_home, capsys):
+    model.enqueue(Reply.tool_calls([call("read_file", {"path": "app.py"})]))
+    model.enqueue(Reply.text("ok"))
+    make_agent(model, workspace, hermes_home, quiet_mode=False).run_conversation("go")
     assert '-> read_file({"path": "app.py"})' in capsys.readouterr().err
-    server.enqueue(Reply.tool_calls([call("read_file", {"path": "app.py"})]))
-    server.enqueue(Reply.text("ok"))
-    make_agent(server, workspace, hermes_home, quiet_mode=True).run_conversation("go")
+    model.enqueue(Reply.tool_calls([call("read_file", {"path": "app.py"})]))
+    model.enqueue(Reply.text("ok"))
+    make_agent(model, workspace, hermes_home, quiet_mode=True).run_conversation("go")
     assert capsys.readouterr().err == ""
 
 
-def test_session_tools_only_see_the_agents_user(server, workspace, hermes_home):
-    server.enqueue(Reply.text("noted"))
-    alice = make_agent(server, workspace, hermes_home, user_id="alice")
+def test_session_tools_only_see_the_agents_user(model, workspace, hermes_home):
+    model.enqueue(Reply.text("noted"))
+    alice = make_agent(model, workspace, hermes_home, user_id="alice")
     alice.run_conversation("my locker code is marmalade")
     alice.close()
     search = call("session_search", {"query": "marmalade"})
     for user, expected in (("bob", 0), ("alice", 1)):
-        server.enqueue(Reply.tool_calls([search]))
-        server.enqueue(Reply.text("done"))
-        make_agent(server, workspace, hermes_home, user_id=user).run_conversation("find it")
-        found = json.loads(sent_messages(server)[-1]["content"])
+        model.enqueue(Reply.tool_calls([search]))
+        model.enqueue(Reply.text("done"))
+        make_agent(model, workspace, hermes_home, user_id=user).run_conversation("find it")
+        found = json.loads(sent_messages(model)[-1]["content"])
         assert len(found.get("results", [])) == expected, (user, found)
 
 
-def test_conversation_history_is_continued_in_a_new_session(server, workspace, hermes_home):
+def test_conversation_history_is_continued_in_a_new_session(model, workspace, hermes_home):
     history = [
         {"role": "system", "content": "the caller's own system prompt"},
         {"role": "user", "content": "My name is Ada."},
         {"role": "assistant", "content": "Hello Ada."},
     ]
-    server.enqueue(Reply.text("Your name is Ada."))
-    agent = make_agent(server, workspace, hermes_home)
+    model.enqueue(Reply.text("Your name is Ada."))
+    agent = make_agent(model, workspace, hermes_home)
     first_session = agent.session_id
     result = agent.run_conversation("What is my name?", conversation_history=history)
-    sent = sent_messages(server)
+    sent = sent_messages(model)
     assert sent[0]["content"] != "the caller's own system prompt"  # the agent's prompt
     assert [m["content"] for m in sent[1:]] == ["My name is Ada.", "Hello Ada.", "What is my name?"]
     assert result["session_id"] != first_session
@@ -597,12 +604,12 @@ def test_conversation_history_is_continued_in_a_new_session(server, workspace, h
     assert stored == ["My name is Ada.", "Hello Ada.", "What is my name?", "Your name is Ada."]
 
 
-def test_skills_saved_by_the_model_reach_the_next_sessions_index(server, workspace, hermes_home):
+def test_skills_saved_by_the_model_reach_the_next_sessions_index(model, workspace, hermes_home):
     content = (
         "---\nname: release-checklist\ndescription: Steps to cut a release of this project.\n"
         "---\n1. Bump the version.\n2. Run the tests.\n"
     )
-    server.enqueue(
+    model.enqueue(
         Reply.tool_calls(
             [
                 call(
@@ -612,18 +619,18 @@ def test_skills_saved_by_the_model_reach_the_next_sessions_index(server, workspa
             ]
         )
     )
-    server.enqueue(Reply.text("saved the checklist"))
-    server.enqueue(Reply.text("ok"))
-    agent = make_agent(server, workspace, hermes_home)
+    model.enqueue(Reply.text("saved the checklist"))
+    model.enqueue(Reply.text("ok"))
+    agent = make_agent(model, workspace, hermes_home)
     agent.run_conversation("remember how we release")
     agent.run_conversation("thanks")
-    assert json.loads(sent_messages(server, -2)[-1]["content"])["success"] is True
+    assert json.loads(sent_messages(model, -2)[-1]["content"])["success"] is True
     assert (hermes_home / "skills" / "release-checklist" / "SKILL.md").is_file()
-    assert "release-checklist" not in sent_messages(server)[0]["content"]
+    assert "release-checklist" not in sent_messages(model)[0]["content"]
     agent.close()
-    server.enqueue(Reply.text("hello"))
-    make_agent(server, workspace, hermes_home).run_conversation("hi")
-    prompt = sent_messages(server)[0]["content"]
+    model.enqueue(Reply.text("hello"))
+    make_agent(model, workspace, hermes_home).run_conversation("hi")
+    prompt = sent_messages(model)[0]["content"]
     assert "- release-checklist: Steps to cut a release of this project." in prompt
     assert "skill_view" in prompt
 
@@ -655,17 +662,17 @@ def test_skills_saved_by_the_model_reach_the_next_sessions_index(server, workspa
     ],
     ids=["after-user", "mid-tools"],
 )
-def test_a_session_cut_mid_turn_resumes_validly(server, workspace, hermes_home, cut):
-    server.enqueue(Reply.text("first"))
-    agent = make_agent(server, workspace, hermes_home)
+def test_a_session_cut_mid_turn_resumes_validly(model, workspace, hermes_home, cut):
+    model.enqueue(Reply.text("first"))
+    agent = make_agent(model, workspace, hermes_home)
     agent.run_conversation("hello")
     sid = agent.session_id
     agent.db.append_messages(sid, cut)  # what a process killed mid-turn leaves behind
     agent.close(end_session=False)
-    server.enqueue(Reply.text("carrying on"))
-    resumed = make_agent(server, workspace, hermes_home, session_id=sid)
+    model.enqueue(Reply.text("carrying on"))
+    resumed = make_agent(model, workspace, hermes_home, session_id=sid)
     result = resumed.run_conversation("are you there?")
     assert result["final_response"] == "carrying on"
-    sent = sent_messages(server)
+    sent = sent_messages(model)
     validate_messages(sent)
     assert any("cut off" in str(m.get("content")) for m in sent)

@@ -1,8 +1,8 @@
 """Replay the shared real transcripts through the agent under a small window.
 
 The recorded assistant turns are the model's replies and the recorded tool
-results the tools' outputs. The scripted server is strict, so every request
-the agent sends must be a valid chat-completions sequence; compression must
+results the tools' outputs. FunctionModel is strict, so every request the
+agent sends must be a valid chat-completions sequence; compression must
 fire, and the newest turns must reach the model exactly as recorded.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hermes_context.agent import AIAgent
-from hermes_context.llm.testing import Reply, ScriptedLLMServer
+from hermes_context.llm.testing import FunctionModel, Reply
 from hermes_context.messages import content_text
 from hermes_context.tools import Tool, ToolRegistry
 
@@ -63,27 +63,26 @@ def test_replayed_transcript_stays_valid_and_compresses(path, tmp_path, hermes_h
         for name in sorted(tool_names)
     )
 
-    def respond(body):
-        return replies.popleft() if replies else Reply.text(FINAL)
-
+    model = FunctionModel(
+        lambda messages, tools: replies.popleft() if replies else Reply.text(FINAL),
+        model="replayed-model",
+    )
     events = []
-    with ScriptedLLMServer(responder=respond) as server:
-        agent = AIAgent(
-            base_url=server.base_url,
-            model="replayed-model",
-            hermes_home=hermes_home,
-            cwd=tmp_path,
-            tools=registry,
-            enabled_toolsets=["replay"],
-            max_iterations=n_replies + 5,
-            context_length=12_000,
-            use_llm_summary=False,
-            load_soul_identity=False,
-            status_callback=lambda e, d: events.append((e, d)),
-            retry_delays=(0.0,),
-        )
-        result = agent.run_conversation(content_text(transcript[1]["content"]))
-        requests = server.chat_requests
+    agent = AIAgent(
+        chat_model=model,
+        hermes_home=hermes_home,
+        cwd=tmp_path,
+        tools=registry,
+        enabled_toolsets=["replay"],
+        max_iterations=n_replies + 5,
+        context_length=12_000,
+        use_llm_summary=False,
+        load_soul_identity=False,
+        status_callback=lambda e, d: events.append((e, d)),
+        retry_delays=(0.0,),
+    )
+    result = agent.run_conversation(content_text(transcript[1]["content"]))
+    requests = model.calls
     agent.close()
     assert result["final_response"] == FINAL
     assert len(requests) == n_replies + 1, "a request was refused or repeated"
@@ -92,7 +91,7 @@ def test_replayed_transcript_stays_valid_and_compresses(path, tmp_path, hermes_h
     # The newest turns reach the model as recorded: the last request ends with
     # the transcript's last assistant turns and tool results, verbatim.
     recorded_tail = [m for m in transcript if m["role"] in ("assistant", "tool")][-6:]
-    sent = requests[-1].body["messages"]
+    sent = requests[-1].messages
     if transcript[-1].get("tool_calls"):  # saved before its last call was answered
         sent = sent[:-1]
     sent_tail = sent[-len(recorded_tail) :]

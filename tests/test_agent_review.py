@@ -1,4 +1,4 @@
-"""Background review (seed 2.6) against the scripted server."""
+"""Background review against FunctionModel (the scripted server where HTTP matters)."""
 
 from __future__ import annotations
 
@@ -13,22 +13,26 @@ from hermes_context import MemoryStore, SessionDB
 from hermes_context.agent import AIAgent
 from hermes_context.agent.review import REVIEW_MARKER, SKILLS_PROMPT
 from hermes_context.cli.main import cli
-from hermes_context.llm.testing import Reply, ScriptedLLMServer
+from hermes_context.llm.testing import FunctionModel, Reply, ScriptedLLMServer
 
 FACT = "The user deploys with `make ship` from the release branch."
 IDS = itertools.count(1)
 
 
-def is_review(body):
-    return REVIEW_MARKER in json.dumps(body["messages"][-1].get("content"))
+def is_review(messages):
+    return REVIEW_MARKER in json.dumps(messages[-1].get("content"))
+
+
+def over_http(respond):
+    """A FunctionModel function as a ScriptedLLMServer responder."""
+    return lambda body: respond(body["messages"], body.get("tools"))
 
 
 def responder(review_delay=0.0, review_reply=None):
     """Answers the user; a review saves FACT once, then says it is done."""
 
-    def respond(body):
-        messages = body["messages"]
-        if not is_review(body) and not any(
+    def respond(messages, tools):
+        if not is_review(messages) and not any(
             REVIEW_MARKER in str(m.get("content")) for m in messages
         ):
             return Reply.text(f"answer {next(IDS)}")
@@ -52,10 +56,12 @@ def write_config(home, text):
     (home / "config.yaml").write_text(text, encoding="utf-8")
 
 
-def make(server, home, tmp_path, **kwargs):
+def make(model, home, tmp_path, **kwargs):
+    if isinstance(model, ScriptedLLMServer):
+        kwargs = {"base_url": model.base_url, "model": "scripted-model", **kwargs}
+    else:
+        kwargs = {"chat_model": model, **kwargs}
     defaults = dict(
-        base_url=server.base_url,
-        model="scripted-model",
         hermes_home=home,
         cwd=tmp_path,
         load_soul_identity=False,
@@ -69,15 +75,15 @@ def make(server, home, tmp_path, **kwargs):
 
 def test_review_fires_on_the_nth_turn_and_its_writes_land(hermes_home, tmp_path):
     write_config(hermes_home, "memory:\n  nudge_interval: 2\n  flush_min_turns: 0\n")
-    with ScriptedLLMServer(responder=responder()) as srv:
-        agent = make(srv, hermes_home, tmp_path)
-        agent.run_conversation("I deploy with make ship")
-        assert agent.wait_for_review(5) and agent.reviews == []
-        assert not any(is_review(r.body) for r in srv.chat_requests)
-        agent.run_conversation("from the release branch")
-        assert agent.wait_for_review(10)
-        reviews = [r for r in srv.chat_requests if is_review(r.body)]
-        agent.close()
+    model = FunctionModel(responder())
+    agent = make(model, hermes_home, tmp_path)
+    agent.run_conversation("I deploy with make ship")
+    assert agent.wait_for_review(5) and agent.reviews == []
+    assert not any(is_review(c.messages) for c in model.calls)
+    agent.run_conversation("from the release branch")
+    assert agent.wait_for_review(10)
+    reviews = [c for c in model.calls if is_review(c.messages)]
+    agent.close()
     [result] = agent.reviews
     assert result.error is None and result.review_memory and not result.review_skills
     assert [w["tool"] for w in result.writes] == ["memory"]
@@ -87,26 +93,25 @@ def test_review_fires_on_the_nth_turn_and_its_writes_land(hermes_home, tmp_path)
     ]
     assert record["origin"] == "background_review"
     # Only the memory and skill tools, and the conversation's own prefix.
-    names = {t["function"]["name"] for t in reviews[0].body["tools"]}
+    names = {t["function"]["name"] for t in reviews[0].tools}
     assert names == {"memory", "skills_list", "skill_view", "skill_manage"}
-    assert reviews[0].body["messages"][0] == srv.chat_requests[0].body["messages"][0]
+    assert reviews[0].messages[0] == model.calls[0].messages[0]
 
 
 def test_the_reply_is_not_delayed_and_state_db_is_untouched(hermes_home, tmp_path):
     write_config(hermes_home, "memory:\n  nudge_interval: 1\n  flush_min_turns: 0\n")
-    with ScriptedLLMServer(responder=responder(review_delay=3.0)) as srv:
-        agent = make(srv, hermes_home, tmp_path)
-        started = time.perf_counter()
-        result = agent.run_conversation("remember how I deploy")
-        elapsed = time.perf_counter() - started
-        with SessionDB(hermes_home / "state.db") as db:
-            stored_before = db.get_messages(agent.session_id)
-        assert elapsed < 2.0, f"the reply waited for the 3 s review ({elapsed:.2f} s)"
-        assert result["final_response"].startswith("answer")
-        assert agent.wait_for_review(10)
-        with SessionDB(hermes_home / "state.db") as db:
-            stored_after = db.get_messages(agent.session_id)
-        agent.close()
+    agent = make(FunctionModel(responder(review_delay=3.0)), hermes_home, tmp_path)
+    started = time.perf_counter()
+    result = agent.run_conversation("remember how I deploy")
+    elapsed = time.perf_counter() - started
+    with SessionDB(hermes_home / "state.db") as db:
+        stored_before = db.get_messages(agent.session_id)
+    assert elapsed < 2.0, f"the reply waited for the 3 s review ({elapsed:.2f} s)"
+    assert result["final_response"].startswith("answer")
+    assert agent.wait_for_review(10)
+    with SessionDB(hermes_home / "state.db") as db:
+        stored_after = db.get_messages(agent.session_id)
+    agent.close()
     assert stored_after == stored_before
     assert REVIEW_MARKER not in json.dumps(stored_after)
     assert agent.reviews[0].writes
@@ -114,12 +119,12 @@ def test_the_reply_is_not_delayed_and_state_db_is_untouched(hermes_home, tmp_pat
 
 def test_skip_memory_disables_the_review(hermes_home, tmp_path):
     write_config(hermes_home, "memory:\n  nudge_interval: 1\n  flush_min_turns: 1\n")
-    with ScriptedLLMServer(responder=responder()) as srv:
-        agent = make(srv, hermes_home, tmp_path, skip_memory=True)
-        for n in range(3):
-            agent.run_conversation(f"turn {n}")
-        agent.close()
-        assert not any(is_review(r.body) for r in srv.chat_requests)
+    model = FunctionModel(responder())
+    agent = make(model, hermes_home, tmp_path, skip_memory=True)
+    for n in range(3):
+        agent.run_conversation(f"turn {n}")
+    agent.close()
+    assert not any(is_review(c.messages) for c in model.calls)
     assert agent.reviews == []
 
 
@@ -133,38 +138,37 @@ def test_tool_iterations_trigger_a_skills_review(hermes_home, tmp_path):
         Reply.tool_calls([{"id": f"t{i}", "name": "read_file", "arguments": {"path": "a.txt"}}])
         for i in range(3)
     ] + [Reply.text("read it three times")]
-    with ScriptedLLMServer(responder=lambda body: Reply.text("Nothing to save.")) as srv:
-        for reply in script:
-            srv.enqueue(reply)
-        agent = make(srv, hermes_home, tmp_path)
-        agent.run_conversation("read a.txt three times")
-        assert agent.wait_for_review(10)
-        agent.close()
-        review_request = srv.chat_requests[-1].body
+    model = FunctionModel(lambda messages, tools: "Nothing to save.")
+    for reply in script:
+        model.enqueue(reply)
+    agent = make(model, hermes_home, tmp_path)
+    agent.run_conversation("read a.txt three times")
+    assert agent.wait_for_review(10)
+    agent.close()
     [result] = agent.reviews
     assert result.review_skills and not result.review_memory
-    assert SKILLS_PROMPT in review_request["messages"][-1]["content"]
+    assert SKILLS_PROMPT in model.calls[-1].messages[-1]["content"]
     assert result.final == "Nothing to save."
 
 
 def test_a_long_session_is_reviewed_once_when_it_closes(hermes_home, tmp_path):
     write_config(hermes_home, "memory:\n  nudge_interval: 0\n  flush_min_turns: 3\n")
-    with ScriptedLLMServer(responder=responder()) as srv:
-        short = make(srv, hermes_home, tmp_path)
-        short.run_conversation("one")
-        short.close()
-        assert short.reviews == []
-        agent = make(srv, hermes_home, tmp_path)
-        for n in range(3):
-            agent.run_conversation(f"turn {n}")
-        agent.close()
+    model = FunctionModel(responder())
+    short = make(model, hermes_home, tmp_path)
+    short.run_conversation("one")
+    short.close()
+    assert short.reviews == []
+    agent = make(model, hermes_home, tmp_path)
+    for n in range(3):
+        agent.run_conversation(f"turn {n}")
+    agent.close()
     assert len(agent.reviews) == 1 and agent.reviews[0].writes
 
 
 @pytest.mark.parametrize("reply", [Reply.error(500, "boom"), Reply.malformed_json()])
 def test_review_failures_are_swallowed_and_recorded(hermes_home, tmp_path, reply):
     write_config(hermes_home, "memory:\n  nudge_interval: 1\n  flush_min_turns: 0\n")
-    with ScriptedLLMServer(responder=responder(review_reply=reply)) as srv:
+    with ScriptedLLMServer(responder=over_http(responder(review_reply=reply))) as srv:
         agent = make(srv, hermes_home, tmp_path)
         result = agent.run_conversation("hi")
         assert agent.wait_for_review(10)
@@ -175,7 +179,7 @@ def test_review_failures_are_swallowed_and_recorded(hermes_home, tmp_path, reply
 
 def test_review_command_reviews_a_stored_session(hermes_home, tmp_path):
     write_config(hermes_home, "memory:\n  nudge_interval: 0\n  flush_min_turns: 0\n")
-    with ScriptedLLMServer(responder=responder()) as srv:
+    with ScriptedLLMServer(responder=over_http(responder())) as srv:
         agent = make(srv, hermes_home, tmp_path)
         agent.run_conversation("I deploy with make ship")
         agent.close()
