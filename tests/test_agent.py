@@ -16,6 +16,7 @@ import pytest
 from hermes_context import LLMAPIError, SessionDB, validate_messages
 from hermes_context.agent import AIAgent
 from hermes_context.agent.core import INTERRUPTED_TEXT, MAX_ITERATIONS_TEXT
+from hermes_context.agent.events import describe_event
 from hermes_context.agent.wire import NOTICE_TEXT
 from hermes_context.errors import ConfigError
 from hermes_context.llm.testing import FunctionModel, Reply, ScriptedLLMServer
@@ -231,7 +232,28 @@ def test_429_and_500_are_retried_with_backoff(server, workspace, hermes_home):
     server.enqueue(Reply.text("finally"))
     agent = make_agent(server, workspace, hermes_home, events=events)
     assert agent.run_conversation("hi")["final_response"] == "finally"
-    assert [d["kind"] for e, d in events if e == "retry"] == ["rate_limit", "other"]
+    retries = [d for e, d in events if e == "retry"]
+    assert [d["error_kind"] for d in retries] == ["rate_limit", "other"]
+    assert all("kind" not in d for d in retries)  # the bridge names its status events "kind"
+
+
+@pytest.mark.parametrize(
+    ("event", "data", "line"),
+    [
+        (
+            "retry",
+            {"error": "429 ...", "error_kind": "rate_limit", "delay": 2.0},
+            "retrying in 2s: rate_limit",
+        ),
+        (
+            "stream_reset",
+            {"discarded_chars": 11, "error_kind": "stream"},
+            "dropped 11 characters of a broken answer (stream)",
+        ),
+    ],
+)
+def test_retries_and_resets_are_told_to_people(event, data, line):
+    assert describe_event(event, data) == f"  [{line}]"
 
 
 def test_context_length_exceeded_forces_one_compression_and_one_retry(
@@ -346,6 +368,88 @@ def test_streaming_answers_reach_the_callback(server, workspace, hermes_home):
     assert "".join(pieces) == result["final_response"] == "a streamed answer of some length"
     assert len(pieces) > 1
     assert server.chat_requests[0].body["stream"] is True
+
+
+def consumer_view(log):
+    """What a stream consumer shows: the text, less what each ``stream_reset`` discarded."""
+    shown = ""
+    for event, data in log:
+        if event == "text":
+            shown += data
+        elif event == "stream_reset":
+            shown = shown[: len(shown) - data["discarded_chars"]]
+    return shown
+
+
+def logging_agent(model, workspace, hermes_home, log, **kwargs):
+    return make_agent(
+        model,
+        workspace,
+        hermes_home,
+        stream_callback=lambda piece: log.append(("text", piece)),
+        status_callback=lambda event, data: log.append((event, data)),
+        **kwargs,
+    )
+
+
+def test_a_retried_stream_tells_the_consumer_to_drop_the_broken_attempt(
+    server, workspace, hermes_home
+):
+    log = []
+    server.enqueue(Reply.broken_stream("partial ans"))
+    server.enqueue(Reply.text("fine"))
+    result = logging_agent(server, workspace, hermes_home, log).run_conversation("hi")
+    assert result["final_response"] == "fine"
+    assert consumer_view(log) == "fine"
+    reset = log.index(("stream_reset", {"discarded_chars": 11, "error_kind": "stream"}))
+    assert "".join(d for e, d in log[:reset] if e == "text") == "partial ans"
+    assert [e for e, _ in log[reset:]][:2] == ["stream_reset", "retry"]
+    assert log[reset + 1][1]["error_kind"] == "stream"
+
+
+def test_without_retry_partial_streams_a_broken_stream_fails_the_turn(
+    model, workspace, hermes_home
+):
+    log = []
+    model.enqueue(Reply.broken_stream("partial ans"))
+    agent = logging_agent(model, workspace, hermes_home, log, retry_partial_streams=False)
+    with pytest.raises(LLMAPIError) as info:
+        agent.run_conversation("hi")
+    assert info.value.kind == "stream" and len(model.calls) == 1
+    assert [e for e, _ in log if e != "text"] == ["stream_reset"] and consumer_view(log) == ""
+    stored = agent.db.get_messages(agent.session_id)
+    validate_messages(stored)
+    assert stored[-1]["content"].startswith("[the model request failed: ")
+    # A stream that failed before any text reached the consumer is retried as usual.
+    log.clear()
+    model.enqueue(Reply.error(500, "boom"))
+    model.enqueue(Reply.text("ok"))
+    assert agent.run_conversation("again")["final_response"] == "ok"
+    assert [e for e, _ in log if e != "text"] == ["retry"]
+
+
+class StallingModel:
+    """A ChatModel that streams half an answer, then waits until it is cancelled."""
+
+    model = "stalling"
+
+    def chat(self, messages, *, tools=None, stream=False, on_text=None, cancel=None, **params):
+        on_text("half an answer")
+        cancel.wait(30)
+        raise LLMAPIError("the request was cancelled", kind="cancelled")
+
+    def close(self):
+        pass
+
+
+def test_an_interrupted_stream_is_dropped_too(workspace, hermes_home):
+    log = []
+    agent = logging_agent(StallingModel(), workspace, hermes_home, log)
+    threading.Timer(0.2, agent.interrupt).start()
+    result = agent.run_conversation("hi")
+    assert result["interrupted"] is True
+    assert ("stream_reset", {"discarded_chars": 14, "error_kind": "cancelled"}) in log
+    assert consumer_view(log) == ""
 
 
 def test_an_injected_model_needs_no_base_url(workspace, hermes_home):

@@ -97,8 +97,10 @@ class AIAgent:
         hermes_home: The home folder (config, state.db, memories).
         cwd: Workspace root for the file tools, references and context files.
         status_callback: Receives ``(event, data)``: compression events,
-            ``tool_call``, ``retry``, ``warning``, ``context_notice``.
-        stream_callback: Receives answer text as it streams in.
+            ``tool_call``, ``retry``, ``stream_reset``, ``warning``, ``context_notice``.
+        stream_callback: Receives answer text as it streams in (on a worker
+            thread); after a ``stream_reset`` event, drop the last
+            ``discarded_chars`` characters it received.
         config: A loaded ``Config`` (else loaded from ``hermes_home``).
         context_length: The model's window (else ``model.context_length``).
         summarizer: Summary function for compression (default: the LLM when one
@@ -108,6 +110,8 @@ class AIAgent:
         memory_home: Folder of this agent's memory files, skills and provider
             data (default: the home); state.db, config and SOUL.md stay in the home.
         retry_delays: Seconds before each retry of a transient failure.
+        retry_partial_streams: False: a streamed answer that broke after some of
+            its text reached ``stream_callback`` is not retried; the turn fails.
         tools: The tool registry (default: the built-in tools).
         chat_model: The model to talk to (a ``ChatModel``, e.g. a ``ChatClient`` or
             ``hermes_context.llm.testing.FunctionModel``); then no ``base_url`` is
@@ -140,6 +144,7 @@ class AIAgent:
         source: str = "agent",
         memory_home: str | Path | None = None,
         retry_delays: tuple[float, ...] = model_request.RETRY_DELAYS,
+        retry_partial_streams: bool = True,
         tools: ToolRegistry | None = None,
         chat_model: ChatModel | None = None,
     ) -> None:
@@ -169,6 +174,7 @@ class AIAgent:
         self.user_id = user_id
         self.source = source
         self.retry_delays = retry_delays
+        self.retry_partial_streams = retry_partial_streams
         self.cwd = Path(cwd or Path.cwd()).resolve()
         self.hermes_home = self.config.hermes_home
         # Where this agent's memory, skills and provider data live (per user in the bridge).
@@ -564,8 +570,10 @@ class AIAgent:
                     stream=self.stream_callback is not None,
                     on_text=self._on_text if self.stream_callback else None,
                     delays=self.retry_delays,
+                    retry_partial=self.retry_partial_streams,
                     cancel=self._cancel,
                     on_retry=self._on_retry,
+                    on_reset=self._on_stream_reset,
                 )
             except LLMAPIError as err:
                 if self._cancel.is_set():  # interrupted in flight or while waiting to retry
@@ -794,7 +802,10 @@ class AIAgent:
             pass
 
     def _on_retry(self, err: LLMAPIError, delay: float) -> None:
-        self._emit("retry", error=str(err), kind=err.kind, delay=delay)
+        self._emit("retry", error=str(err), error_kind=err.kind, delay=delay)
+
+    def _on_stream_reset(self, chars: int, err: LLMAPIError) -> None:
+        self._emit("stream_reset", discarded_chars=chars, error_kind=err.kind)
 
     def _on_compression_event(self, event: str, data: dict[str, Any]) -> None:
         if event == "compression_blocked":

@@ -28,7 +28,10 @@ def describe_event(event: str, data: dict[str, Any]) -> str | None:
     if event == "session_rotated":
         return f"  [continuing in session {data.get('session_id')}]"
     if event == "retry":
-        return f"  [retrying in {data.get('delay', 0):g}s: {data.get('kind')}]"
+        return f"  [retrying in {data.get('delay', 0):g}s: {data.get('error_kind')}]"
+    if event == "stream_reset":
+        chars, kind = data.get("discarded_chars"), data.get("error_kind")
+        return f"  [dropped {chars} characters of a broken answer ({kind})]"
     if event == "warning":
         return f"  warning: {visible(str(data.get('message')))}"
     return None

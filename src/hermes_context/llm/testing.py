@@ -710,7 +710,9 @@ class FunctionModel:
         if queued is not None:
             return queued
         if self.fn is None:
-            raise _from_status(NO_REPLY_STATUS, _error_body(NO_REPLY_MESSAGE, "server_error"), where)
+            raise _from_status(
+                NO_REPLY_STATUS, _error_body(NO_REPLY_MESSAGE, "server_error"), where
+            )
         answer = self.fn(messages, tools)
         return Reply.text(answer) if isinstance(answer, str) else answer
 
