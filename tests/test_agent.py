@@ -237,6 +237,21 @@ def test_429_and_500_are_retried_with_backoff(server, workspace, hermes_home):
     assert all("kind" not in d for d in retries)  # the bridge names its status events "kind"
 
 
+def test_retries_stop_at_the_retry_budget(workspace, hermes_home):
+    def times_out(messages, tools):
+        time.sleep(0.3)
+        raise LLMAPIError("timed out waiting for the model", kind="timeout")
+
+    model = FunctionModel(times_out)
+    agent = make_agent(model, workspace, hermes_home, retry_budget=0.5)
+    started = time.monotonic()
+    with pytest.raises(LLMAPIError) as info:
+        agent.run_conversation("hi")
+    assert info.value.kind == "timeout" and len(model.calls) == 2  # not 1 + 3 retries
+    assert time.monotonic() - started < 1.0
+    validate_messages(agent.db.get_messages(agent.session_id))
+
+
 @pytest.mark.parametrize(
     ("event", "data", "line"),
     [

@@ -110,6 +110,7 @@ class AIAgent:
         memory_home: Folder of this agent's memory files, skills and provider
             data (default: the home); state.db, config and SOUL.md stay in the home.
         retry_delays: Seconds before each retry of a transient failure.
+        retry_budget: No retry of a model request starts after this many seconds on it.
         retry_partial_streams: False: a streamed answer that broke after some of
             its text reached ``stream_callback`` is not retried; the turn fails.
         tools: The tool registry (default: the built-in tools).
@@ -144,6 +145,7 @@ class AIAgent:
         source: str = "agent",
         memory_home: str | Path | None = None,
         retry_delays: tuple[float, ...] = model_request.RETRY_DELAYS,
+        retry_budget: float = model_request.RETRY_BUDGET_SECONDS,
         retry_partial_streams: bool = True,
         tools: ToolRegistry | None = None,
         chat_model: ChatModel | None = None,
@@ -174,6 +176,7 @@ class AIAgent:
         self.user_id = user_id
         self.source = source
         self.retry_delays = retry_delays
+        self.retry_budget = retry_budget
         self.retry_partial_streams = retry_partial_streams
         self.cwd = Path(cwd or Path.cwd()).resolve()
         self.hermes_home = self.config.hermes_home
@@ -570,6 +573,7 @@ class AIAgent:
                     stream=self.stream_callback is not None,
                     on_text=self._on_text if self.stream_callback else None,
                     delays=self.retry_delays,
+                    budget=self.retry_budget,
                     retry_partial=self.retry_partial_streams,
                     cancel=self._cancel,
                     on_retry=self._on_retry,

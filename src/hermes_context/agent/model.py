@@ -3,7 +3,9 @@
 429, 5xx, timeouts and dropped connections are retried with exponential
 backoff (the server's ``Retry-After`` is not exposed by the client, so the
 delays are ours); auth, quota, not-found and context-length errors are not:
-the first three need a person, the last one a compression.
+the first three need a person, the last one a compression. Retries stop once
+the request has taken ``budget`` seconds, so one model request lasts at most
+``budget`` plus one attempt (the model's own deadline) plus the backoff.
 
 A streamed attempt that fails after some of its text reached ``on_text``
 reports that text as discarded (``on_reset``) before anything else happens:
@@ -13,6 +15,7 @@ the consumer drops it, and the retry (if any) streams the answer afresh.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +24,9 @@ from ..llm import ChatModel, ChatResponse
 
 # Seconds to wait before each retry; their count is the number of retries.
 RETRY_DELAYS = (1.0, 2.0, 4.0)
+# No retry starts after this many seconds on one request: a model that timed out
+# (120 s by default) gets one more try, not three (4 x 120 s held a turn for 8 minutes).
+RETRY_BUDGET_SECONDS = 180.0
 # Failure kinds worth retrying as they are.
 RETRYABLE_KINDS = frozenset({"rate_limit", "timeout", "network", "stream", "bad_json"})
 
@@ -52,6 +58,7 @@ def request(
     stream: bool,
     on_text: Callable[[str], None] | None = None,
     delays: tuple[float, ...] = RETRY_DELAYS,
+    budget: float = RETRY_BUDGET_SECONDS,
     retry_partial: bool = True,
     cancel: threading.Event | None = None,
     on_retry: Callable[[LLMAPIError, float], None] | None = None,
@@ -66,7 +73,7 @@ def request(
         on_reset: Called with the characters delivered by a streamed attempt
             that failed (before the retry, if any).
     """
-    attempt = 0
+    started, attempt = time.monotonic(), 0
     while True:
         delivered = _Delivered(on_text) if on_text is not None else None
         try:
@@ -80,6 +87,8 @@ def request(
             if not retryable(err) or attempt >= len(delays) or (partial and not retry_partial):
                 raise
             delay = delays[attempt]
+            if time.monotonic() - started + delay > budget:
+                raise
             attempt += 1
             if on_retry is not None:
                 on_retry(err, delay)
