@@ -57,7 +57,7 @@ CUT_TOOL_TEXT = '{"error": "not run: the turn was cut off when the process stopp
 NO_MODEL_HELP = (
     "no model is configured: run `hermes-context config init`, then set model.base_url and "
     "model.name in $HERMES_HOME/config.yaml (the key goes in the variable model.api_key_env "
-    "names, default OPENAI_API_KEY), or pass base_url= and model= (or chat_model=) to AIAgent"
+    "names, default OPENAI_API_KEY), or pass base_url= and model= to AIAgent"
 )
 # The name sessions record for an injected model that has none.
 UNNAMED_MODEL = "unnamed-model"
