@@ -36,6 +36,11 @@ EXIT_LLM = 5
 EXIT_STORE = 6  # state.db, the memory files or another file could not be read or written
 EXIT_SECURITY = 7
 
+# Set to 1 to see the traceback of an internal error instead of one line.
+DEBUG_ENV = "HERMES_DEBUG"
+# Exceptions click uses for its own control flow: they pass through handle_errors.
+_CLICK_FLOW = (click.ClickException, click.exceptions.Exit, click.exceptions.Abort)
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 # What an errno means for a path, in words a user can act on.
@@ -116,8 +121,22 @@ def fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
+def internal_error(exc: Exception) -> str:
+    """One line for an exception nobody planned for: its type and message, no traceback."""
+    return f"internal error: {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for the traceback)"
+
+
+def debugging() -> bool:
+    """Whether the user asked for tracebacks (``HERMES_DEBUG=1``)."""
+    return os.environ.get(DEBUG_ENV, "").strip() not in ("", "0")
+
+
 def handle_errors(fn: F) -> F:
     """Turn errors into a one-line message on stderr and an exit code, never a traceback.
+
+    Errors of the package's tree, of the file system and of text encoding
+    get their own exit code; anything else is reported as an internal error
+    (exit 1) unless ``HERMES_DEBUG=1`` asks for the traceback.
 
     Before the command runs, arguments that are not valid UTF-8 are refused and
     the HERMES_HOME of commands that take ``--home`` is checked.
@@ -143,6 +162,12 @@ def handle_errors(fn: F) -> F:
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
+        except _CLICK_FLOW:
+            raise
+        except Exception as exc:
+            if debugging():
+                raise
+            fail(internal_error(exc), EXIT_FAILURE)
 
     return wrapper  # type: ignore[return-value]
 
