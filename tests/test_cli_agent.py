@@ -84,6 +84,33 @@ def test_run_usage_errors(server, args, code, text):
     assert result.exit_code == code and text in result.output
 
 
+@pytest.mark.parametrize(
+    ("args", "code", "kind", "text"),
+    [
+        (["run", "hi", "--model", "m"], 3, "config_error", "--base-url and --model"),
+        (["run", "", "@server"], 2, "usage_error", "the prompt is empty"),
+        (["run", "hi", "--session", "nope", "@server"], 4, "not_found", "no session 'nope'"),
+        (["run", "@server"], 2, "usage_error", "Missing argument 'PROMPT'"),
+        (["run", "hi", "--max-iterations", "0", "@server"], 2, "usage_error", "--max-iterations"),
+        (["run", "hi", "@server"], 5, "model_error", "401 from"),
+    ],
+)
+def test_run_json_prints_one_json_object_on_every_failure(server, args, code, kind, text):
+    server.enqueue(Reply.error(401, "bad key"))
+    argv = []
+    for arg in args:
+        argv.extend(model_args(server) if arg == "@server" else [arg])
+    result = invoke(*argv, "--json")
+    assert result.exit_code == code, result.output
+    document = json.loads(result.stdout)
+    assert document == {
+        "error": {"type": kind, "message": document["error"]["message"]},
+        "exit_code": code,
+    }
+    assert text in document["error"]["message"]
+    assert text in result.stderr
+
+
 def test_run_model_failure_is_one_line_and_exit_5(server):
     server.enqueue(Reply.error(401, "bad key"))
     result = invoke("run", "hi", *model_args(server))

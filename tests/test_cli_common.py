@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -202,6 +203,20 @@ def test_an_unexpected_exception_is_one_line_not_a_traceback(monkeypatch):
         "error: internal error: ZeroDivisionError: division by zero "
         "(set HERMES_DEBUG=1 for the traceback)"
     )
+
+
+def test_an_unexpected_exception_in_json_mode(monkeypatch):
+    monkeypatch.setattr("hermes_context.cli.config_cmd.Config.to_dict", _broken_render)
+    result = run("config", "show", "--json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout) == {
+        "error": {
+            "type": "internal_error",
+            "message": "internal error: ZeroDivisionError: division by zero "
+            "(set HERMES_DEBUG=1 for the traceback)",
+        },
+        "exit_code": 1,
+    }
 
 
 def test_hermes_debug_shows_the_traceback(monkeypatch):
