@@ -76,7 +76,11 @@ def test_run_prints_the_answer_and_continues_a_session(server, tmp_path):
     [
         (["run", ""], 2, "the prompt is empty"),
         (["run", "hi", "--session", "nope"], 4, "no session 'nope'"),
-        (["run", "hi", "--toolsets", "file,bogus"], 3, "unknown toolset 'bogus'"),
+        (
+            ["run", "hi", "--toolsets", "file,bogus"],
+            2,
+            "unknown toolset 'bogus'; choose from file, memory, session, skills, terminal",
+        ),
     ],
 )
 def test_run_usage_errors(server, args, code, text):
@@ -90,6 +94,7 @@ def test_run_usage_errors(server, args, code, text):
         (["run", "hi", "--model", "m"], 3, "config_error", "--base-url and --model"),
         (["run", "", "@server"], 2, "usage_error", "the prompt is empty"),
         (["run", "hi", "--session", "nope", "@server"], 4, "not_found", "no session 'nope'"),
+        (["run", "hi", "--toolsets", "nope", "@server"], 2, "usage_error", "unknown toolset"),
         (["run", "@server"], 2, "usage_error", "Missing argument 'PROMPT'"),
         (["run", "hi", "--max-iterations", "0", "@server"], 2, "usage_error", "--max-iterations"),
         (["run", "hi", "@server"], 5, "model_error", "401 from"),

@@ -18,11 +18,13 @@ from ..config import load_config
 from ..errors import HermesContextError
 from ..memory import visible
 from ..sessions import DB_FILENAME
+from ..tools import DEFAULT_TOOLSETS, builtin_registry
 from ._common import (
     EXIT_CONFIG,
     EXIT_LLM,
     EXIT_NOT_FOUND,
     EXIT_USAGE,
+    BadArgumentError,
     emit_json,
     fail,
     handle_errors,
@@ -62,7 +64,8 @@ def _agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             click.option(
                 "--toolsets",
                 default=None,
-                help="Comma-separated toolsets (default: memory,session,file; add terminal).",
+                help=f"Comma-separated toolsets: {', '.join(builtin_registry().toolsets)} "
+                f"(default: {','.join(DEFAULT_TOOLSETS)}).",
             ),
             click.option("--max-iterations", type=click.IntRange(1), default=90, show_default=True),
         ]
@@ -103,13 +106,26 @@ def _build_agent(
         session_id=session_id,
         cwd=cwd,
         config=config,
-        enabled_toolsets=[t.strip() for t in toolsets.split(",") if t.strip()]
-        if toolsets
-        else None,
+        enabled_toolsets=_parse_toolsets(toolsets),
         status_callback=status,
         stream_callback=stream,
         source="cli",
     )
+
+
+def _parse_toolsets(text: str | None) -> list[str] | None:
+    """``--toolsets`` as a list; an unknown name is a usage error listing the known ones."""
+    if not text:
+        return None
+    wanted = [t.strip() for t in text.split(",") if t.strip()]
+    known = builtin_registry().toolsets
+    unknown = [t for t in wanted if t not in known]
+    if unknown:
+        raise BadArgumentError(
+            f"--toolsets: unknown toolset {unknown[0]!r}; choose from {', '.join(known)} "
+            f"(default: {','.join(DEFAULT_TOOLSETS)})"
+        )
+    return wanted
 
 
 def _stderr_progress(event: str, data: dict[str, Any]) -> None:
