@@ -21,19 +21,21 @@ from ..sessions import DB_FILENAME
 from ..tools import DEFAULT_TOOLSETS, builtin_registry
 from ._common import (
     EXIT_CONFIG,
+    EXIT_INTERRUPTED,
     EXIT_LLM,
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     BadArgumentError,
+    debugging,
     emit_json,
     fail,
     handle_errors,
     home_option,
+    internal_error,
     json_option,
 )
+from ._turn import run_turn
 
-# Exit status of a turn stopped with Ctrl-C (the shell's convention: 128 + SIGINT).
-EXIT_INTERRUPTED = 130
 HISTORY_FILE = "chat_history"
 HISTORY_LENGTH = 1_000
 CHAT_HELP = """\
@@ -151,26 +153,37 @@ def run(prompt: str, as_json: bool, **options: Any) -> None:
     if not prompt.strip():
         fail("the prompt is empty: pass the text, or - to read it from stdin", EXIT_USAGE)
     streamed: list[str] = []
+    stopped = threading.Event()
 
     def stream(piece: str) -> None:
-        streamed.append(piece)
-        click.echo(piece, nl=False)
+        if not stopped.is_set():  # after Ctrl-C the rest of the answer is not wanted
+            streamed.append(piece)
+            click.echo(piece, nl=False)
 
     agent = _build_agent(
         **options, status=None if as_json else _stderr_progress, stream=None if as_json else stream
     )
-    try:
-        result = _run_interruptibly(agent, prompt)
-    finally:
+    outcome = run_turn(agent, prompt, stopped=stopped)
+    if not outcome.abandoned:
         agent.close()
-    if as_json:
-        emit_json({k: result[k] for k in _RESULT_KEYS})
-    elif streamed:
+    if streamed:
         click.echo()
-    else:
-        click.echo(result["final_response"])
-    if result["interrupted"]:
-        sys.exit(EXIT_INTERRUPTED)
+    if outcome.error is not None:
+        raise outcome.error
+    if outcome.interrupted or outcome.result is None:
+        fail(_interrupted_message(agent.session_id, outcome.abandoned), EXIT_INTERRUPTED)
+    if as_json:
+        emit_json({k: outcome.result[k] for k in _RESULT_KEYS})
+    elif not streamed:
+        click.echo(outcome.result["final_response"])
+
+
+def _interrupted_message(session_id: str, abandoned: bool) -> str:
+    how = "left while the turn was still running" if abandoned else "the turn was stopped"
+    return (
+        f"interrupted: {how}; session {session_id} keeps what was done, "
+        f"continue it with --session {session_id}"
+    )
 
 
 _RESULT_KEYS = (
@@ -181,29 +194,6 @@ _RESULT_KEYS = (
     "iterations",
     "interrupted",
 )
-
-
-def _run_interruptibly(agent: AIAgent, prompt: str) -> dict[str, Any]:
-    """Run the turn in a worker so Ctrl-C interrupts it at a safe point instead of killing it."""
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["result"] = agent.run_conversation(prompt)
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
-            box["error"] = exc
-
-    worker = threading.Thread(target=work, name="agent-turn", daemon=True)
-    worker.start()
-    while worker.is_alive():
-        try:
-            worker.join(0.1)
-        except KeyboardInterrupt:
-            click.echo("\n  [interrupting...]", err=True)
-            agent.interrupt()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
 
 
 @click.command("review")
@@ -272,6 +262,8 @@ def chat(**options: Any) -> None:
 class _ChatSession:
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = options
+        self._stopped = threading.Event()  # set by Ctrl-C during a turn: stop printing it
+        self._abandoned = False  # a turn still runs and holds the agent
         self.agent = self._new_agent(options.get("session_id"))
         self._readline = _setup_history(self.agent.hermes_home / HISTORY_FILE)
 
@@ -279,9 +271,9 @@ class _ChatSession:
         opts = {**self.options, "session_id": session_id}
         return _build_agent(**opts, status=_stderr_progress, stream=self._stream)
 
-    @staticmethod
-    def _stream(piece: str) -> None:
-        click.echo(piece, nl=False)
+    def _stream(self, piece: str) -> None:
+        if not self._stopped.is_set():
+            click.echo(piece, nl=False)
 
     def loop(self) -> None:
         click.echo(
@@ -289,36 +281,47 @@ class _ChatSession:
             "/help for commands, Ctrl-D to leave."
         )
         try:
-            while True:
-                try:
-                    line = input("you> ")
-                except EOFError:
-                    click.echo()
-                    break
-                except KeyboardInterrupt:
-                    click.echo()
-                    continue
-                if not line.strip():
-                    continue
-                if line.startswith("/"):
-                    if not self._command(line.strip()):
-                        break
-                    continue
-                self._turn(line)
+            self._read_lines()
         finally:
-            self.agent.close()
+            if not self._abandoned:
+                self.agent.close()
             _save_history(self._readline, self.agent.hermes_home / HISTORY_FILE)
+        if self._abandoned:
+            fail(_interrupted_message(self.agent.session_id, True), EXIT_INTERRUPTED)
 
-    def _turn(self, text: str) -> None:
-        try:
-            result = _run_interruptibly(self.agent, text)
-        except HermesContextError as exc:
-            click.echo(f"\nerror: {visible(str(exc))}", err=True)
-            return
+    def _read_lines(self) -> None:
+        while True:
+            try:
+                line = input("you> ")
+            except EOFError:
+                click.echo()
+                return
+            except KeyboardInterrupt:
+                click.echo()
+                continue
+            if not line.strip():
+                continue
+            if line.startswith("/"):
+                if not self._command(line.strip()):
+                    return
+            elif not self._turn(line):
+                return
+
+    def _turn(self, text: str) -> bool:
+        """Run one turn; False when a second Ctrl-C left it running (the chat ends)."""
+        self._stopped.clear()
+        outcome = run_turn(self.agent, text, stopped=self._stopped)
         click.echo()
-        if result["interrupted"]:
+        if outcome.abandoned:
+            self._abandoned = True
+            return False
+        if outcome.error is not None:
+            _report_in_chat(outcome.error)
+            return True
+        if outcome.interrupted:
             click.echo("  [interrupted]", err=True)
         self._status_line()
+        return True
 
     def _status_line(self) -> None:
         info = self.agent.context_breakdown()
@@ -351,8 +354,8 @@ class _ChatSession:
             return True
         try:
             return handler(arg) is not False
-        except HermesContextError as exc:
-            click.echo(f"error: {visible(str(exc))}", err=True)
+        except Exception as exc:  # noqa: BLE001 - reported; the chat goes on
+            _report_in_chat(exc)
             return True
 
     def _compress(self, focus: str) -> None:
@@ -401,6 +404,16 @@ class _ChatSession:
         parts = self.agent.prompt_parts
         blocks = parts.memory if parts else []
         click.echo("\n\n".join(visible(b) for b in blocks) if blocks else "(no memory loaded)")
+
+
+def _report_in_chat(exc: BaseException) -> None:
+    """One line for an error in the chat, which goes on; anything unplanned is re-raised."""
+    if isinstance(exc, HermesContextError):
+        click.echo(f"error: {visible(str(exc))}", err=True)
+    elif isinstance(exc, Exception) and not debugging():
+        click.echo(f"error: {visible(internal_error(exc))}", err=True)
+    else:
+        raise exc
 
 
 def render_breakdown(info: dict[str, Any], width: int = 40) -> str:
