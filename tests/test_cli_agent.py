@@ -117,6 +117,19 @@ def test_run_json_prints_one_json_object_on_every_failure(server, args, code, ki
     assert text in result.stderr
 
 
+@pytest.mark.parametrize("command", [["run", "hi"], ["chat"], ["review", "some-session"]])
+def test_a_base_url_flag_that_is_not_a_url_is_a_config_error_at_once(command):
+    started = time.monotonic()
+    result = invoke(*command, "--base-url", "not a url", "--model", "m")
+    assert time.monotonic() - started < 2
+    assert result.exit_code == 3
+    assert result.stderr == (
+        "error: --base-url must be an http:// or https:// URL with a host, got 'not a url': "
+        "e.g. http://localhost:11434/v1 (Ollama), http://localhost:8000/v1 (vLLM) "
+        "or https://api.openai.com/v1\n"
+    )
+
+
 def test_run_model_failure_is_one_line_and_exit_5(server):
     server.enqueue(Reply.error(401, "bad key"))
     result = invoke("run", "hi", *model_args(server))

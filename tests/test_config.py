@@ -997,3 +997,48 @@ def test_home_that_cannot_be_a_folder(tmp_path, layout):
         if layout == "file"
         else f"HERMES_HOME {home} cannot be a folder: {blocker} is a file: {fix}"
     )
+
+
+BAD_BASE_URLS = [
+    "not a url",
+    "localhost:8000/v1",
+    "ftp://example.com/v1",
+    "http://",
+    "http:///v1",
+    "http://example.com:99999/v1",
+    "http://[::1/v1",
+]
+
+
+@pytest.mark.parametrize("value", BAD_BASE_URLS)
+@pytest.mark.parametrize("section", ["model", "auxiliary.compression"])
+def test_a_base_url_that_is_not_an_http_url_is_refused(hermes_home, section, value):
+    outer, _, inner = section.partition(".")
+    body = f"base_url: {json.dumps(value)}"
+    text = f"{outer}:\n  {inner}:\n    {body}\n" if inner else f"{outer}:\n  {body}\n"
+    (hermes_home / "config.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config()
+    message = str(info.value)
+    assert message.startswith(f"config key '{section}.base_url' must be an http:// or https:// URL")
+    assert "e.g. http://localhost:11434/v1" in message
+    assert info.value.key == f"{section}.base_url"
+
+
+def test_a_base_url_from_the_environment_is_checked_too(monkeypatch):
+    monkeypatch.setenv("HERMES_CONTEXT_BASE_URL", "not a url")
+    with pytest.raises(ConfigError, match="HERMES_CONTEXT_BASE_URL"):
+        load_config()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "http://localhost:11434/v1",
+        "https://api.openai.com/v1",
+        "http://[::1]:8000/v1",
+        "HTTP://127.0.0.1:8000",
+    ],
+)
+def test_http_base_urls_are_accepted(value):
+    assert load_config(overrides={"model": {"base_url": value}}).model.base_url == value

@@ -18,6 +18,7 @@ import os
 import sys
 import types
 import typing
+import urllib.parse
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -41,6 +42,14 @@ WRITE_APPROVAL_MODES = ("allow", "stage", "block")
 ENV_HOME = "HERMES_HOME"
 ENV_BASE_URL = "HERMES_CONTEXT_BASE_URL"
 ENV_MODEL = "HERMES_CONTEXT_MODEL"
+
+# A model endpoint is an OpenAI-compatible HTTP API: anything else fails only
+# after the client's retries, with a network error that does not say why.
+BASE_URL_SCHEMES = ("http", "https")
+BASE_URL_EXAMPLES = (
+    "e.g. http://localhost:11434/v1 (Ollama), http://localhost:8000/v1 (vLLM) "
+    "or https://api.openai.com/v1"
+)
 
 # Who reads a setting (field metadata "status").
 USED = "used"
@@ -122,6 +131,32 @@ def _invalid(key: str, expected: str, value: Any, fix: str) -> ConfigError:
     return ConfigError(f"config key '{key}' must be {expected}, got {_show(value)}: {fix}", key=key)
 
 
+def check_base_url(value: str, *, source: str, key: str | None = None) -> str:
+    """Return ``value`` if it is an http(s) URL with a host; else raise ``ConfigError``.
+
+    Args:
+        source: What set it, for the message: ``config key 'model.base_url'``,
+            ``--base-url``, an environment variable.
+        key: The dotted config key, when a config key set it.
+    """
+    try:
+        parts = urllib.parse.urlsplit(value)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # a bad port or an unclosed [IPv6 bracket
+        parts, port_ok = None, False
+    if parts and port_ok and parts.scheme.lower() in BASE_URL_SCHEMES and parts.hostname:
+        return value
+    raise ConfigError(
+        f"{source} must be an http:// or https:// URL with a host, got {_show(value)}: "
+        f"{BASE_URL_EXAMPLES}",
+        key=key,
+    )
+
+
+def _base_url(key: str, value: str | None) -> str | None:
+    return None if value is None else check_base_url(value, source=f"config key '{key}'", key=key)
+
+
 def _ratio(key: str, value: float) -> float:
     if 0 < value <= 1:
         return value
@@ -200,7 +235,9 @@ class ModelConfig:
     """The main chat model (any OpenAI-compatible endpoint)."""
 
     base_url: str | None = _setting(
-        None, "OpenAI-compatible endpoint of the main model, e.g. http://localhost:8000/v1"
+        None,
+        "OpenAI-compatible endpoint of the main model, e.g. http://localhost:8000/v1",
+        check=_base_url,
     )
     api_key: str | None = _setting(None, "the API key; better: leave null and use api_key_env")
     api_key_env: str = _setting("OPENAI_API_KEY", "environment variable holding the API key")
@@ -317,7 +354,7 @@ class AuxiliaryModelConfig:
         "auto", "who serves the summary model (auto: its base_url)", status=UNSUPPORTED
     )
     model: str | None = _setting(None, "summary model name (null: the main model)")
-    base_url: str | None = _setting(None, "its endpoint (null: the main model's)")
+    base_url: str | None = _setting(None, "its endpoint (null: the main model's)", check=_base_url)
     api_key: str | None = _setting(None, "its API key (null: the main model's)")
     timeout: float = _setting(120.0, "seconds per summary request", check=_seconds)
 
@@ -621,6 +658,8 @@ def _apply_env(data: dict[str, Any]) -> None:
     for key, var in (("base_url", ENV_BASE_URL), ("name", ENV_MODEL)):
         if os.environ.get(var) and model.get(key) is None:
             model[key] = os.environ[var]
+            if key == "base_url":
+                check_base_url(model[key], source=f"the environment variable {var}")
 
 
 def load_config(

@@ -14,7 +14,7 @@ import click
 from .. import AIAgent, SessionDB
 from ..agent.core import NO_MODEL_HELP
 from ..agent.events import describe_event
-from ..config import load_config
+from ..config import check_base_url, load_config
 from ..errors import HermesContextError
 from ..memory import visible
 from ..sessions import DB_FILENAME
@@ -36,6 +36,9 @@ from ._common import (
 )
 from ._turn import run_turn
 
+BASE_URL_HELP = (
+    "OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 (default: model.base_url)."
+)
 HISTORY_FILE = "chat_history"
 HISTORY_LENGTH = 1_000
 CHAT_HELP = """\
@@ -56,7 +59,11 @@ def _agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             home_option,
             click.option("--session", "session_id", default=None, help="Continue this session."),
             click.option("--model", default=None, help="Model name (default: model.name)."),
-            click.option("--base-url", default=None, help="Endpoint (default: model.base_url)."),
+            click.option(
+                "--base-url",
+                default=None,
+                help=BASE_URL_HELP,
+            ),
             click.option(
                 "--cwd",
                 type=click.Path(file_okay=False, exists=True),
@@ -89,6 +96,8 @@ def _build_agent(
     stream: Callable[[str], None] | None,
 ) -> AIAgent:
     config = load_config(hermes_home=hermes_home)
+    if base_url is not None:
+        check_base_url(base_url, source="--base-url")
     if not ((base_url or config.model.base_url) and (model or config.model.name)):
         fail(
             NO_MODEL_HELP.replace("base_url= and model= to AIAgent", "--base-url and --model"),
@@ -199,7 +208,7 @@ _RESULT_KEYS = (
 @click.command("review")
 @click.argument("session_id")
 @click.option("--model", default=None, help="Model name (default: model.name).")
-@click.option("--base-url", default=None, help="Endpoint (default: model.base_url).")
+@click.option("--base-url", default=None, help=BASE_URL_HELP)
 @home_option
 @json_option
 @handle_errors
