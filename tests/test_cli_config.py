@@ -473,3 +473,14 @@ def test_init_writes_through_an_exclusive_temp_file(hermes_home, monkeypatch):
     [(folder, name)] = made
     assert Path(folder) == hermes_home and Path(name).parent == hermes_home
     assert not Path(name).exists()
+
+
+@pytest.mark.parametrize("args", [["config", "show"], ["run", "hi"], ["memory", "show"]])
+def test_a_config_file_that_is_a_folder_is_a_config_error(hermes_home, args):
+    (hermes_home / "config.yaml").mkdir()
+    result = run(*args)
+    assert result.exit_code == 3
+    assert result.stderr == (
+        f"error: config file {hermes_home / 'config.yaml'} is a folder, not a file: move it "
+        "away, then create the file with 'hermes-context config init'\n"
+    )

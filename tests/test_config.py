@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import inspect
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -279,6 +280,40 @@ def test_missing_explicit_file(tmp_path):
         f"config file {missing} does not exist: create it with "
         "'hermes-context config init' or pass another path"
     )
+
+
+def _make_folder(path: Path) -> str:
+    path.mkdir()
+    return "is a folder, not a file"
+
+
+def _make_loop(path: Path) -> str:
+    path.symlink_to(path)
+    return "cannot be read (too many levels of symbolic links)"
+
+
+def _make_dangling_link(path: Path) -> str:
+    path.symlink_to(path.parent / "gone.yaml")
+    return "is a link to a file that does not exist"
+
+
+def _make_fifo(path: Path) -> str:
+    os.mkfifo(path)
+    return "is not a regular file"
+
+
+@pytest.mark.parametrize("make", [_make_folder, _make_loop, _make_dangling_link, _make_fifo])
+@pytest.mark.parametrize("explicit", [False, True], ids=["home-file", "explicit"])
+def test_a_config_file_that_cannot_be_read_is_an_error_not_ignored(
+    hermes_home, tmp_path, make, explicit
+):
+    path = (tmp_path if explicit else hermes_home) / "config.yaml"
+    problem = make(path)
+    with pytest.raises(ConfigError) as info:
+        load_config(path if explicit else None)
+    message = str(info.value)
+    assert message.lower().startswith(f"config file {path} {problem}".lower()), message
+    assert ": " in message.removeprefix(f"config file {path}")  # and what to do about it
 
 
 # --- load order -------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import stat
 import sys
 import types
 import typing
@@ -596,11 +597,47 @@ def _check_together(cfg: Config) -> None:
 # --- reading the file -------------------------------------------------------
 
 
+def _config_file(path: Path, *, explicit: bool) -> Path | None:
+    """``path`` if it is a readable regular file; None if the default file is simply absent.
+
+    Anything else at the path (a folder, a broken link, a FIFO, a file that
+    cannot be looked at) is an error: ignoring it would run with settings
+    the user did not choose, without a word.
+    """
+    fix = "move it away, then create the file with 'hermes-context config init'"
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise ConfigError(
+                f"config file {path} is a link to a file that does not exist: fix the link or {fix}"
+            ) from None
+        if not explicit:
+            return None
+        raise ConfigError(
+            f"config file {path} does not exist: create it with "
+            "'hermes-context config init' or pass another path"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"config file {path} cannot be read ({(exc.strerror or str(exc)).lower()}): "
+            f"fix it or {fix}"
+        ) from None
+    if stat.S_ISDIR(mode):
+        raise ConfigError(f"config file {path} is a folder, not a file: {fix}")
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"config file {path} is not a regular file: {fix}")
+    return path
+
+
 def _read_file(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+        raise ConfigError(
+            f"cannot read config file {path}: {exc.strerror or exc}: "
+            "fix its permissions (chmod u+r) or move it away"
+        ) from None
     except UnicodeDecodeError:
         raise ConfigError(f"config file {path} is not UTF-8 text") from None
     try:
@@ -680,17 +717,10 @@ def load_config(
     """
     home = resolve_hermes_home(hermes_home)
     check_hermes_home(home)
-    cfg_path: Path | None
     if path is not None:
-        cfg_path = Path(path).expanduser()
-        if not cfg_path.is_file():
-            raise ConfigError(
-                f"config file {cfg_path} does not exist: create it with "
-                "'hermes-context config init' or pass another path"
-            )
+        cfg_path: Path | None = _config_file(Path(path).expanduser(), explicit=True)
     else:
-        candidate = home / CONFIG_FILENAME
-        cfg_path = candidate if candidate.is_file() else None
+        cfg_path = _config_file(home / CONFIG_FILENAME, explicit=False)
     data = _read_file(cfg_path) if cfg_path else {}
     _apply_env(data)
     for section, values in (overrides or {}).items():
