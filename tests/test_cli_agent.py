@@ -15,6 +15,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
+from hermes_context.cli.agent_cmd import render_usage
 from hermes_context.cli.main import cli
 from hermes_context.llm.testing import Reply, ScriptedLLMServer
 
@@ -191,7 +192,9 @@ def test_chat_under_a_terminal(server, chat_process):
     child.expect("compressed [0-9,]+ -> [0-9,]+ tokens")
     child.expect_exact("you> ")
     child.sendline("/usage")
-    child.expect(r'"prompt_tokens": \d+')
+    child.expect(r"prompt tokens +[\d,]+\r\n")
+    child.expect(r"completion tokens +[\d,]+\r\n")
+    child.expect(r"cached tokens +[\d,]+\r\n")
     child.expect_exact("you> ")
     child.sendline("/sessions")
     child.expect(r"\d{8}_\d{6}_\w+ +\d+ msgs")
@@ -300,3 +303,12 @@ def test_a_second_ctrl_c_leaves_chat(server, chat_process):
     output = until_exit(child)
     assert (child.exitstatus, child.signalstatus) == (130, None), output
     assert "Traceback" not in output and "--session" in output
+
+
+def test_usage_is_readable_lines_with_thousands_separators():
+    usage = {"prompt_tokens": 1_234_567, "completion_tokens": 8_901, "cached_tokens": 0}
+    assert render_usage(usage) == (
+        "prompt tokens        1,234,567\n"
+        "completion tokens        8,901\n"
+        "cached tokens                0"
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 from collections.abc import Callable
@@ -49,7 +48,7 @@ CHAT_HELP = """\
 /sessions          recent sessions
 /search QUERY      search past conversations
 /memory            the MEMORY.md / USER.md snapshot of this session
-/usage             tokens used in this chat
+/usage             tokens used in this session (prompt, completion, cached)
 /quit              leave (Ctrl-D too); Ctrl-C stops a running answer"""
 
 
@@ -355,7 +354,7 @@ class _ChatSession:
             "/sessions": self._sessions,
             "/search": self._search,
             "/memory": self._memory,
-            "/usage": lambda a: click.echo(json.dumps(self.agent.usage)),
+            "/usage": lambda a: click.echo(render_usage(self.agent.usage)),
         }
         handler = handlers.get(name)
         if handler is None:
@@ -423,6 +422,21 @@ def _report_in_chat(exc: BaseException) -> None:
         click.echo(f"error: {visible(internal_error(exc))}", err=True)
     else:
         raise exc
+
+
+def render_usage(usage: dict[str, int]) -> str:
+    """``/usage``: one line per kind of token, with thousands separators."""
+    return "\n".join(
+        f"{label:<{_USAGE_WIDTH}} {usage.get(key, 0):>12,}" for key, label in _USAGE_LINES
+    )
+
+
+_USAGE_LINES = (
+    ("prompt_tokens", "prompt tokens"),
+    ("completion_tokens", "completion tokens"),
+    ("cached_tokens", "cached tokens"),
+)
+_USAGE_WIDTH = max(len(label) for _, label in _USAGE_LINES)
 
 
 def render_breakdown(info: dict[str, Any], width: int = 40) -> str:
