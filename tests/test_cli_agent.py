@@ -199,8 +199,11 @@ def test_chat_under_a_terminal(server, chat_process):
     child.sendline("/sessions")
     child.expect(r"\d{8}_\d{6}_\w+ +\d+ msgs")
     child.expect_exact("you> ")
-    child.sendline("/search equals")
-    child.expect("no matches")  # the current session is left out
+    child.sendline("/search equals")  # the user's own conversation is searched too
+    child.expect(r"\d{8}_\d{6}_\w+ \(this session\) #\d+ assistant: X equals one")
+    child.expect_exact("you> ")
+    child.sendline("/search zebra")
+    child.expect_exact("no matches")
     child.expect_exact("you> ")
     child.sendline("/memory")
     child.expect_exact("(no memory loaded)")

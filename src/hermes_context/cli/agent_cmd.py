@@ -39,6 +39,9 @@ BASE_URL_HELP = (
     "OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 (default: model.base_url)."
 )
 HISTORY_FILE = "chat_history"
+# /search: hits shown, and characters of each snippet (one terminal line or so).
+SEARCH_HITS = 5
+SNIPPET_CHARS = 160
 HISTORY_LENGTH = 1_000
 CHAT_HELP = """\
 /compress [focus]  compress the conversation now (optionally around a topic)
@@ -46,7 +49,7 @@ CHAT_HELP = """\
 /new               start a new session
 /resume ID         continue a stored session
 /sessions          recent sessions
-/search QUERY      search past conversations
+/search QUERY      search your conversations, this one included
 /memory            the MEMORY.md / USER.md snapshot of this session
 /usage             tokens used in this session (prompt, completion, cached)
 /quit              leave (Ctrl-D too); Ctrl-C stops a running answer"""
@@ -399,14 +402,17 @@ class _ChatSession:
         if not query:
             click.echo("usage: /search WORDS", err=True)
             return
-        hits = self.agent.db.search(query, limit=5, exclude_session_id=self.agent.session_id)
+        # The user searches everything, this conversation included (the model's
+        # session_search tool leaves out what its context already holds).
+        hits = self.agent.db.search(query, limit=SEARCH_HITS)
         if not hits:
             click.echo("no matches")
         for hit in hits:
-            snippet = visible(str(hit.get("snippet") or hit.get("content") or ""))[:160]
-            click.echo(
-                f"{hit.get('session_id')} #{hit.get('message_id', hit.get('id'))}: {snippet}"
-            )
+            where = hit["session_id"]
+            if where == self.agent.session_id:
+                where += " (this session)"
+            snippet = visible(str(hit["snippet"]))[:SNIPPET_CHARS]
+            click.echo(f"{where} #{hit['message_id']} {hit['role']}: {snippet}")
 
     def _memory(self, _: str) -> None:
         parts = self.agent.prompt_parts
