@@ -1077,3 +1077,12 @@ def test_a_base_url_from_the_environment_is_checked_too(monkeypatch):
 )
 def test_http_base_urls_are_accepted(value):
     assert load_config(overrides={"model": {"base_url": value}}).model.base_url == value
+
+
+def test_the_readme_model_example_loads(hermes_home):
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    example = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
+    write_config(hermes_home, example)
+    cfg = load_config()
+    assert cfg.llm_configured
+    assert (cfg.model.base_url, cfg.model.name) == ("http://localhost:11434/v1", "qwen2.5:7b")
