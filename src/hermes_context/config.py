@@ -1,4 +1,4 @@
-"""Typed configuration, its load order, and ``HERMES_HOME`` resolution (SPEC 3.8, 10).
+"""Typed configuration, its load order, and ``HERMES_HOME`` resolution.
 
 Load order for every value: explicit argument > config file > environment
 variable > default. Unknown keys warn; a wrong value fails with a
@@ -257,7 +257,7 @@ class ModelConfig:
 
 @dataclass
 class CompressionConfig:
-    """``compression.*`` (SPEC 3.8)."""
+    """``compression.*``: when and how conversations are compressed."""
 
     enabled: bool = _setting(True, "automatic compression on/off", param="enabled")
     threshold: float = _setting(
@@ -372,7 +372,7 @@ class AuxiliaryConfig:
 
 @dataclass
 class MemoryConfig:
-    """``memory.*`` (SPEC 5)."""
+    """``memory.*``: the MEMORY.md / USER.md notes, the provider and write approval."""
 
     memory_enabled: bool = _setting(True, "MEMORY.md goes into the system prompt", status=AGENT)
     user_profile_enabled: bool = _setting(True, "USER.md goes into the system prompt", status=AGENT)
@@ -413,7 +413,7 @@ class MemoryConfig:
 
 @dataclass
 class SkillsConfig:
-    """``skills.*`` (SPEC 7)."""
+    """``skills.*``: the background skill review."""
 
     creation_nudge_interval: int = _setting(
         15,
@@ -437,7 +437,7 @@ class BridgeConfig:
     )
     skip_memory: bool = _setting(
         True,
-        "the seed's bridge: no provider, review or nudges (false: each user's own memory)",
+        "as Hermes Agent's bridge: no provider, review or nudges (false: each user's own memory)",
     )
     max_request_bytes: int = _setting(
         1_000_000, "largest request body accepted", check=_at_least(1)

@@ -1,4 +1,4 @@
-"""``SessionDB``: the session history in ``$HERMES_HOME/state.db`` (SPEC 4).
+"""``SessionDB``: the session history in ``$HERMES_HOME/state.db``.
 
 One SQLite file in WAL mode, one connection per thread (and per process after
 a fork), every multi-step write in one ``BEGIN IMMEDIATE`` transaction. A
