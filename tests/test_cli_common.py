@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -189,6 +190,40 @@ def _command(exc: BaseException):
 def test_errors_become_one_line_and_an_exit_code(exc, code, message):
     result = CliRunner().invoke(_command(exc), [])
     assert (result.exit_code, result.stdout, result.stderr) == (code, "", f"error: {message}\n")
+
+
+def _broken_render(*args, **kwargs):
+    raise ZeroDivisionError("division by zero")
+
+
+def test_an_unexpected_exception_is_one_line_not_a_traceback(monkeypatch):
+    monkeypatch.setattr("hermes_context.cli.config_cmd.render_config", _broken_render)
+    line = one_line_error(run("config", "show"), 1)
+    assert line == (
+        "error: internal error: ZeroDivisionError: division by zero "
+        "(set HERMES_DEBUG=1 for the traceback)"
+    )
+
+
+def test_an_unexpected_exception_in_json_mode(monkeypatch):
+    monkeypatch.setattr("hermes_context.cli.config_cmd.Config.to_dict", _broken_render)
+    result = run("config", "show", "--json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout) == {
+        "error": {
+            "type": "internal_error",
+            "message": "internal error: ZeroDivisionError: division by zero "
+            "(set HERMES_DEBUG=1 for the traceback)",
+        },
+        "exit_code": 1,
+    }
+
+
+def test_hermes_debug_shows_the_traceback(monkeypatch):
+    monkeypatch.setattr("hermes_context.cli.config_cmd.render_config", _broken_render)
+    monkeypatch.setenv("HERMES_DEBUG", "1")
+    result = run("config", "show")
+    assert isinstance(result.exception, ZeroDivisionError)
 
 
 def test_a_closed_pipe_stops_quietly():

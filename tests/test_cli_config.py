@@ -198,12 +198,17 @@ def test_show_with_home_and_config_options(tmp_path):
 def test_bad_config_file_is_one_line_and_exit_3(hermes_home, text, message):
     path = hermes_home / "config.yaml"
     path.write_text(text, encoding="utf-8")
+    expected = message.format(path=path)
     for args in (["config", "show"], ["config", "show", "--json"]):
         result = run(*args)
         assert result.exit_code == 3
-        assert result.stdout == ""
-        assert result.stderr == "error: " + message.format(path=path) + "\n"
+        assert result.stderr == "error: " + expected + "\n"
         assert isinstance(result.exception, SystemExit)
+    assert run("config", "show").stdout == ""
+    assert json.loads(run("config", "show", "--json").stdout) == {
+        "error": {"type": "config_error", "message": expected},
+        "exit_code": 3,
+    }
 
 
 def test_missing_config_option_file(tmp_path):
@@ -468,3 +473,14 @@ def test_init_writes_through_an_exclusive_temp_file(hermes_home, monkeypatch):
     [(folder, name)] = made
     assert Path(folder) == hermes_home and Path(name).parent == hermes_home
     assert not Path(name).exists()
+
+
+@pytest.mark.parametrize("args", [["config", "show"], ["run", "hi"], ["memory", "show"]])
+def test_a_config_file_that_is_a_folder_is_a_config_error(hermes_home, args):
+    (hermes_home / "config.yaml").mkdir()
+    result = run(*args)
+    assert result.exit_code == 3
+    assert result.stderr == (
+        f"error: config file {hermes_home / 'config.yaml'} is a folder, not a file: move it "
+        "away, then create the file with 'hermes-context config init'\n"
+    )

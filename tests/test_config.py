@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import inspect
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -279,6 +280,40 @@ def test_missing_explicit_file(tmp_path):
         f"config file {missing} does not exist: create it with "
         "'hermes-context config init' or pass another path"
     )
+
+
+def _make_folder(path: Path) -> str:
+    path.mkdir()
+    return "is a folder, not a file"
+
+
+def _make_loop(path: Path) -> str:
+    path.symlink_to(path)
+    return "cannot be read (too many levels of symbolic links)"
+
+
+def _make_dangling_link(path: Path) -> str:
+    path.symlink_to(path.parent / "gone.yaml")
+    return "is a link to a file that does not exist"
+
+
+def _make_fifo(path: Path) -> str:
+    os.mkfifo(path)
+    return "is not a regular file"
+
+
+@pytest.mark.parametrize("make", [_make_folder, _make_loop, _make_dangling_link, _make_fifo])
+@pytest.mark.parametrize("explicit", [False, True], ids=["home-file", "explicit"])
+def test_a_config_file_that_cannot_be_read_is_an_error_not_ignored(
+    hermes_home, tmp_path, make, explicit
+):
+    path = (tmp_path if explicit else hermes_home) / "config.yaml"
+    problem = make(path)
+    with pytest.raises(ConfigError) as info:
+        load_config(path if explicit else None)
+    message = str(info.value)
+    assert message.lower().startswith(f"config file {path} {problem}".lower()), message
+    assert ": " in message.removeprefix(f"config file {path}")  # and what to do about it
 
 
 # --- load order -------------------------------------------------------------
@@ -997,3 +1032,57 @@ def test_home_that_cannot_be_a_folder(tmp_path, layout):
         if layout == "file"
         else f"HERMES_HOME {home} cannot be a folder: {blocker} is a file: {fix}"
     )
+
+
+BAD_BASE_URLS = [
+    "not a url",
+    "localhost:8000/v1",
+    "ftp://example.com/v1",
+    "http://",
+    "http:///v1",
+    "http://example.com:99999/v1",
+    "http://[::1/v1",
+]
+
+
+@pytest.mark.parametrize("value", BAD_BASE_URLS)
+@pytest.mark.parametrize("section", ["model", "auxiliary.compression"])
+def test_a_base_url_that_is_not_an_http_url_is_refused(hermes_home, section, value):
+    outer, _, inner = section.partition(".")
+    body = f"base_url: {json.dumps(value)}"
+    text = f"{outer}:\n  {inner}:\n    {body}\n" if inner else f"{outer}:\n  {body}\n"
+    (hermes_home / "config.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config()
+    message = str(info.value)
+    assert message.startswith(f"config key '{section}.base_url' must be an http:// or https:// URL")
+    assert "e.g. http://localhost:11434/v1" in message
+    assert info.value.key == f"{section}.base_url"
+
+
+def test_a_base_url_from_the_environment_is_checked_too(monkeypatch):
+    monkeypatch.setenv("HERMES_CONTEXT_BASE_URL", "not a url")
+    with pytest.raises(ConfigError, match="HERMES_CONTEXT_BASE_URL"):
+        load_config()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "http://localhost:11434/v1",
+        "https://api.openai.com/v1",
+        "http://[::1]:8000/v1",
+        "HTTP://127.0.0.1:8000",
+    ],
+)
+def test_http_base_urls_are_accepted(value):
+    assert load_config(overrides={"model": {"base_url": value}}).model.base_url == value
+
+
+def test_the_readme_model_example_loads(hermes_home):
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    example = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
+    write_config(hermes_home, example)
+    cfg = load_config()
+    assert cfg.llm_configured
+    assert (cfg.model.base_url, cfg.model.name) == ("http://localhost:11434/v1", "qwen2.5:7b")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -311,3 +312,112 @@ def test_reads_write_nothing(tmp_path):
     assert conn.execute("PRAGMA data_version").fetchone() == changes
     assert list(conn.iterdump()) == dump
     conn.close()
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _in_threads(fn, count: int) -> None:
+    """Run ``fn`` in ``count`` short threads, one after the other."""
+    for _ in range(count):
+        worker = threading.Thread(target=fn)
+        worker.start()
+        worker.join()
+
+
+def _is_open(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.total_changes  # noqa: B018 - raises on a closed connection
+    except sqlite3.ProgrammingError:
+        return False
+    return True
+
+
+@pytest.fixture
+def opened(monkeypatch):
+    """Every connection SessionDB opens from now on."""
+    conns: list[sqlite3.Connection] = []
+    real = connection.connect
+
+    def recording(*args, **kwargs):
+        conns.append(real(*args, **kwargs))
+        return conns[-1]
+
+    monkeypatch.setattr(connection, "connect", recording)
+    return conns
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts fds in /proc")
+def test_finished_threads_leave_no_connection_open(session_db, opened):
+    """The bridge runs each turn in a new thread: its connection must not outlive it."""
+    sid = session_db.create_session()
+    fds_before = _open_fds()
+    _in_threads(lambda: session_db.get_session(sid), 50)
+    assert len(opened) == 50
+    assert sum(map(_is_open, opened)) <= 1
+    assert _open_fds() <= fds_before + 2  # at most that one (file + WAL) left over
+
+
+@contextlib.contextmanager
+def _a_thread_holding_a_connection(db, sid, then=None):
+    """A thread that has queried ``db`` and stays alive until the block ends, then runs ``then``."""
+    ready, resume = threading.Event(), threading.Event()
+
+    def live() -> None:
+        db.get_session(sid)
+        ready.set()
+        resume.wait(10)
+        if then is not None:
+            then()
+
+    keeper = threading.Thread(target=live)
+    keeper.start()
+    ready.wait(10)
+    try:
+        yield
+    finally:
+        resume.set()
+        keeper.join()
+
+
+def test_a_live_thread_keeps_its_connection_while_others_come_and_go(session_db, opened):
+    sid = session_db.create_session()
+    errors = []
+
+    def append() -> None:
+        try:
+            session_db.append_messages(sid, [{"role": "user", "content": "still here"}])
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    with _a_thread_holding_a_connection(session_db, sid, then=append):
+        _in_threads(lambda: session_db.get_session(sid), 10)
+        assert _is_open(opened[0])
+    assert errors == []
+    assert [m["content"] for m in session_db.get_messages(sid)] == ["still here"]
+
+
+def test_close_closes_every_connection(session_db, opened):
+    sid = session_db.create_session()
+    with _a_thread_holding_a_connection(session_db, sid):
+        _in_threads(lambda: session_db.get_session(sid), 3)
+        session_db.close()
+    assert len(opened) == 4
+    assert not any(map(_is_open, opened))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_never_closes_the_parents_connections(session_db, opened):
+    sid = session_db.create_session()
+    with _a_thread_holding_a_connection(session_db, sid):
+        pid = os.fork()
+        if pid == 0:  # the child: its copy of the keeper thread is gone
+            code = 0 if _is_open(opened[0]) else 1
+            try:
+                session_db.get_session(sid)  # its own, new connection
+            except BaseException:
+                code = 2
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -298,13 +298,14 @@ def test_wal_mode_and_foreign_keys(tmp_path):
 
 def test_one_connection_per_thread(session_db):
     sid = session_db.create_session()
-    errors = []
+    errors, used = [], []
 
     def work(n):
         try:
             session_db.append_messages(
                 sid, [{"role": "user", "content": f"t{n}-{i}"} for i in range(20)]
             )
+            used.append(session_db._conn())
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -315,7 +316,10 @@ def test_one_connection_per_thread(session_db):
         t.join()
     assert errors == []
     assert len(session_db.get_messages(sid)) == 80
-    assert len(session_db._conns) == 5  # the main thread's and one per worker
+    assert len({id(c) for c in [*used, session_db._conn()]}) == 5  # the main one, one per worker
+    for conn in used:  # closed when their thread ended
+        with pytest.raises(sqlite3.ProgrammingError):
+            conn.execute("SELECT 1")
     session_db.close()
     assert session_db._conns == []
 

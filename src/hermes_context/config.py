@@ -1,4 +1,4 @@
-"""Typed configuration, its load order, and ``HERMES_HOME`` resolution (SPEC 3.8, 10).
+"""Typed configuration, its load order, and ``HERMES_HOME`` resolution.
 
 Load order for every value: explicit argument > config file > environment
 variable > default. Unknown keys warn; a wrong value fails with a
@@ -15,9 +15,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import stat
 import sys
 import types
 import typing
+import urllib.parse
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -41,6 +43,14 @@ WRITE_APPROVAL_MODES = ("allow", "stage", "block")
 ENV_HOME = "HERMES_HOME"
 ENV_BASE_URL = "HERMES_CONTEXT_BASE_URL"
 ENV_MODEL = "HERMES_CONTEXT_MODEL"
+
+# A model endpoint is an OpenAI-compatible HTTP API: anything else fails only
+# after the client's retries, with a network error that does not say why.
+BASE_URL_SCHEMES = ("http", "https")
+BASE_URL_EXAMPLES = (
+    "e.g. http://localhost:11434/v1 (Ollama), http://localhost:8000/v1 (vLLM) "
+    "or https://api.openai.com/v1"
+)
 
 # Who reads a setting (field metadata "status").
 USED = "used"
@@ -122,6 +132,32 @@ def _invalid(key: str, expected: str, value: Any, fix: str) -> ConfigError:
     return ConfigError(f"config key '{key}' must be {expected}, got {_show(value)}: {fix}", key=key)
 
 
+def check_base_url(value: str, *, source: str, key: str | None = None) -> str:
+    """Return ``value`` if it is an http(s) URL with a host; else raise ``ConfigError``.
+
+    Args:
+        source: What set it, for the message: ``config key 'model.base_url'``,
+            ``--base-url``, an environment variable.
+        key: The dotted config key, when a config key set it.
+    """
+    try:
+        parts = urllib.parse.urlsplit(value)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # a bad port or an unclosed [IPv6 bracket
+        parts, port_ok = None, False
+    if parts and port_ok and parts.scheme.lower() in BASE_URL_SCHEMES and parts.hostname:
+        return value
+    raise ConfigError(
+        f"{source} must be an http:// or https:// URL with a host, got {_show(value)}: "
+        f"{BASE_URL_EXAMPLES}",
+        key=key,
+    )
+
+
+def _base_url(key: str, value: str | None) -> str | None:
+    return None if value is None else check_base_url(value, source=f"config key '{key}'", key=key)
+
+
 def _ratio(key: str, value: float) -> float:
     if 0 < value <= 1:
         return value
@@ -200,7 +236,9 @@ class ModelConfig:
     """The main chat model (any OpenAI-compatible endpoint)."""
 
     base_url: str | None = _setting(
-        None, "OpenAI-compatible endpoint of the main model, e.g. http://localhost:8000/v1"
+        None,
+        "OpenAI-compatible endpoint of the main model, e.g. http://localhost:8000/v1",
+        check=_base_url,
     )
     api_key: str | None = _setting(None, "the API key; better: leave null and use api_key_env")
     api_key_env: str = _setting("OPENAI_API_KEY", "environment variable holding the API key")
@@ -219,7 +257,7 @@ class ModelConfig:
 
 @dataclass
 class CompressionConfig:
-    """``compression.*`` (SPEC 3.8)."""
+    """``compression.*``: when and how conversations are compressed."""
 
     enabled: bool = _setting(True, "automatic compression on/off", param="enabled")
     threshold: float = _setting(
@@ -317,7 +355,7 @@ class AuxiliaryModelConfig:
         "auto", "who serves the summary model (auto: its base_url)", status=UNSUPPORTED
     )
     model: str | None = _setting(None, "summary model name (null: the main model)")
-    base_url: str | None = _setting(None, "its endpoint (null: the main model's)")
+    base_url: str | None = _setting(None, "its endpoint (null: the main model's)", check=_base_url)
     api_key: str | None = _setting(None, "its API key (null: the main model's)")
     timeout: float = _setting(120.0, "seconds per summary request", check=_seconds)
 
@@ -334,7 +372,7 @@ class AuxiliaryConfig:
 
 @dataclass
 class MemoryConfig:
-    """``memory.*`` (SPEC 5)."""
+    """``memory.*``: the MEMORY.md / USER.md notes, the provider and write approval."""
 
     memory_enabled: bool = _setting(True, "MEMORY.md goes into the system prompt", status=AGENT)
     user_profile_enabled: bool = _setting(True, "USER.md goes into the system prompt", status=AGENT)
@@ -375,7 +413,7 @@ class MemoryConfig:
 
 @dataclass
 class SkillsConfig:
-    """``skills.*`` (SPEC 7)."""
+    """``skills.*``: the background skill review."""
 
     creation_nudge_interval: int = _setting(
         15,
@@ -399,7 +437,7 @@ class BridgeConfig:
     )
     skip_memory: bool = _setting(
         True,
-        "the seed's bridge: no provider, review or nudges (false: each user's own memory)",
+        "as Hermes Agent's bridge: no provider, review or nudges (false: each user's own memory)",
     )
     max_request_bytes: int = _setting(
         1_000_000, "largest request body accepted", check=_at_least(1)
@@ -559,11 +597,47 @@ def _check_together(cfg: Config) -> None:
 # --- reading the file -------------------------------------------------------
 
 
+def _config_file(path: Path, *, explicit: bool) -> Path | None:
+    """``path`` if it is a readable regular file; None if the default file is simply absent.
+
+    Anything else at the path (a folder, a broken link, a FIFO, a file that
+    cannot be looked at) is an error: ignoring it would run with settings
+    the user did not choose, without a word.
+    """
+    fix = "move it away, then create the file with 'hermes-context config init'"
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise ConfigError(
+                f"config file {path} is a link to a file that does not exist: fix the link or {fix}"
+            ) from None
+        if not explicit:
+            return None
+        raise ConfigError(
+            f"config file {path} does not exist: create it with "
+            "'hermes-context config init' or pass another path"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"config file {path} cannot be read ({(exc.strerror or str(exc)).lower()}): "
+            f"fix it or {fix}"
+        ) from None
+    if stat.S_ISDIR(mode):
+        raise ConfigError(f"config file {path} is a folder, not a file: {fix}")
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"config file {path} is not a regular file: {fix}")
+    return path
+
+
 def _read_file(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+        raise ConfigError(
+            f"cannot read config file {path}: {exc.strerror or exc}: "
+            "fix its permissions (chmod u+r) or move it away"
+        ) from None
     except UnicodeDecodeError:
         raise ConfigError(f"config file {path} is not UTF-8 text") from None
     try:
@@ -621,6 +695,8 @@ def _apply_env(data: dict[str, Any]) -> None:
     for key, var in (("base_url", ENV_BASE_URL), ("name", ENV_MODEL)):
         if os.environ.get(var) and model.get(key) is None:
             model[key] = os.environ[var]
+            if key == "base_url":
+                check_base_url(model[key], source=f"the environment variable {var}")
 
 
 def load_config(
@@ -641,17 +717,10 @@ def load_config(
     """
     home = resolve_hermes_home(hermes_home)
     check_hermes_home(home)
-    cfg_path: Path | None
     if path is not None:
-        cfg_path = Path(path).expanduser()
-        if not cfg_path.is_file():
-            raise ConfigError(
-                f"config file {cfg_path} does not exist: create it with "
-                "'hermes-context config init' or pass another path"
-            )
+        cfg_path: Path | None = _config_file(Path(path).expanduser(), explicit=True)
     else:
-        candidate = home / CONFIG_FILENAME
-        cfg_path = candidate if candidate.is_file() else None
+        cfg_path = _config_file(home / CONFIG_FILENAME, explicit=False)
     data = _read_file(cfg_path) if cfg_path else {}
     _apply_env(data)
     for section, values in (overrides or {}).items():

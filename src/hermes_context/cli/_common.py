@@ -35,6 +35,26 @@ EXIT_NOT_FOUND = 4
 EXIT_LLM = 5
 EXIT_STORE = 6  # state.db, the memory files or another file could not be read or written
 EXIT_SECURITY = 7
+# A command stopped with Ctrl-C (the shell's convention: 128 + SIGINT).
+EXIT_INTERRUPTED = 130
+
+# The ``type`` of a failure in ``--json`` output, by exit code: stable names scripts can test.
+ERROR_TYPES = {
+    EXIT_FAILURE: "failed",
+    EXIT_USAGE: "usage_error",
+    EXIT_CONFIG: "config_error",
+    EXIT_NOT_FOUND: "not_found",
+    EXIT_LLM: "model_error",
+    EXIT_STORE: "store_error",
+    EXIT_SECURITY: "security_error",
+    EXIT_INTERRUPTED: "interrupted",
+}
+# A bug of ours, not a problem the user can fix: its exit code stays EXIT_FAILURE.
+INTERNAL_ERROR = "internal_error"
+# Set to 1 to see the traceback of an internal error instead of one line.
+DEBUG_ENV = "HERMES_DEBUG"
+# Exceptions click uses for its own control flow: they pass through handle_errors.
+_CLICK_FLOW = (click.ClickException, click.exceptions.Exit, click.exceptions.Abort)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -110,14 +130,50 @@ def exit_code_for(exc: HermesContextError) -> int:
     return EXIT_FAILURE
 
 
-def fail(message: str, code: int) -> NoReturn:
-    """Print ``error: message`` on stderr (always encodable) and exit with ``code``."""
-    click.echo(f"error: {without_lone_surrogates(message)}", err=True)
+def fail(message: str, code: int, *, kind: str | None = None) -> NoReturn:
+    """Print ``error: message`` on stderr (always encodable) and exit with ``code``.
+
+    A command run with ``--json`` also prints the error as one JSON object on
+    stdout (see ``error_document``), so a script always gets JSON to read.
+
+    Args:
+        kind: The error's ``type`` in that JSON; default: named after ``code``.
+    """
+    text = without_lone_surrogates(message)
+    click.echo(f"error: {text}", err=True)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.params.get("as_json"):
+        click.echo(json_text(error_document(text, code, kind=kind), indent=2))
     sys.exit(code)
+
+
+def error_document(message: str, code: int, *, kind: str | None = None) -> dict[str, Any]:
+    """``{"error": {"type", "message"}, "exit_code"}``: a failure as ``--json`` prints it."""
+    return {
+        "error": {
+            "type": kind or ERROR_TYPES.get(code, ERROR_TYPES[EXIT_FAILURE]),
+            "message": message,
+        },
+        "exit_code": code,
+    }
+
+
+def internal_error(exc: Exception) -> str:
+    """One line for an exception nobody planned for: its type and message, no traceback."""
+    return f"internal error: {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for the traceback)"
+
+
+def debugging() -> bool:
+    """Whether the user asked for tracebacks (``HERMES_DEBUG=1``)."""
+    return os.environ.get(DEBUG_ENV, "").strip() not in ("", "0")
 
 
 def handle_errors(fn: F) -> F:
     """Turn errors into a one-line message on stderr and an exit code, never a traceback.
+
+    Errors of the package's tree, of the file system and of text encoding
+    get their own exit code; anything else is reported as an internal error
+    (exit 1) unless ``HERMES_DEBUG=1`` asks for the traceback.
 
     Before the command runs, arguments that are not valid UTF-8 are refused and
     the HERMES_HOME of commands that take ``--home`` is checked.
@@ -141,8 +197,13 @@ def handle_errors(fn: F) -> F:
         except UnicodeEncodeError as exc:
             fail(f"cannot print text that is not valid UTF-8 ({exc.reason})", EXIT_FAILURE)
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+            fail("interrupted", EXIT_INTERRUPTED)
+        except _CLICK_FLOW:
+            raise
+        except Exception as exc:
+            if debugging():
+                raise
+            fail(internal_error(exc), EXIT_FAILURE, kind=INTERNAL_ERROR)
 
     return wrapper  # type: ignore[return-value]
 

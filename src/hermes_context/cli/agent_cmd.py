@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 from collections.abc import Callable
@@ -14,25 +13,35 @@ import click
 from .. import AIAgent, SessionDB
 from ..agent.core import NO_MODEL_HELP
 from ..agent.events import describe_event
-from ..config import load_config
+from ..config import check_base_url, load_config
 from ..errors import HermesContextError
 from ..memory import visible
 from ..sessions import DB_FILENAME
+from ..tools import DEFAULT_TOOLSETS, builtin_registry
 from ._common import (
     EXIT_CONFIG,
+    EXIT_INTERRUPTED,
     EXIT_LLM,
     EXIT_NOT_FOUND,
     EXIT_USAGE,
+    BadArgumentError,
+    debugging,
     emit_json,
     fail,
     handle_errors,
     home_option,
+    internal_error,
     json_option,
 )
+from ._turn import run_turn
 
-# Exit status of a turn stopped with Ctrl-C (the shell's convention: 128 + SIGINT).
-EXIT_INTERRUPTED = 130
+BASE_URL_HELP = (
+    "OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 (default: model.base_url)."
+)
 HISTORY_FILE = "chat_history"
+# /search: hits shown, and characters of each snippet (one terminal line or so).
+SEARCH_HITS = 5
+SNIPPET_CHARS = 160
 HISTORY_LENGTH = 1_000
 CHAT_HELP = """\
 /compress [focus]  compress the conversation now (optionally around a topic)
@@ -40,9 +49,9 @@ CHAT_HELP = """\
 /new               start a new session
 /resume ID         continue a stored session
 /sessions          recent sessions
-/search QUERY      search past conversations
+/search QUERY      search your conversations, this one included
 /memory            the MEMORY.md / USER.md snapshot of this session
-/usage             tokens used in this chat
+/usage             tokens used in this session (prompt, completion, cached)
 /quit              leave (Ctrl-D too); Ctrl-C stops a running answer"""
 
 
@@ -52,7 +61,11 @@ def _agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             home_option,
             click.option("--session", "session_id", default=None, help="Continue this session."),
             click.option("--model", default=None, help="Model name (default: model.name)."),
-            click.option("--base-url", default=None, help="Endpoint (default: model.base_url)."),
+            click.option(
+                "--base-url",
+                default=None,
+                help=BASE_URL_HELP,
+            ),
             click.option(
                 "--cwd",
                 type=click.Path(file_okay=False, exists=True),
@@ -62,7 +75,8 @@ def _agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             click.option(
                 "--toolsets",
                 default=None,
-                help="Comma-separated toolsets (default: memory,session,file; add terminal).",
+                help=f"Comma-separated toolsets: {', '.join(builtin_registry().toolsets)} "
+                f"(default: {','.join(DEFAULT_TOOLSETS)}).",
             ),
             click.option("--max-iterations", type=click.IntRange(1), default=90, show_default=True),
         ]
@@ -84,6 +98,8 @@ def _build_agent(
     stream: Callable[[str], None] | None,
 ) -> AIAgent:
     config = load_config(hermes_home=hermes_home)
+    if base_url is not None:
+        check_base_url(base_url, source="--base-url")
     if not ((base_url or config.model.base_url) and (model or config.model.name)):
         fail(
             NO_MODEL_HELP.replace("base_url= and model= to AIAgent", "--base-url and --model"),
@@ -103,13 +119,26 @@ def _build_agent(
         session_id=session_id,
         cwd=cwd,
         config=config,
-        enabled_toolsets=[t.strip() for t in toolsets.split(",") if t.strip()]
-        if toolsets
-        else None,
+        enabled_toolsets=_parse_toolsets(toolsets),
         status_callback=status,
         stream_callback=stream,
         source="cli",
     )
+
+
+def _parse_toolsets(text: str | None) -> list[str] | None:
+    """``--toolsets`` as a list; an unknown name is a usage error listing the known ones."""
+    if not text:
+        return None
+    wanted = [t.strip() for t in text.split(",") if t.strip()]
+    known = builtin_registry().toolsets
+    unknown = [t for t in wanted if t not in known]
+    if unknown:
+        raise BadArgumentError(
+            f"--toolsets: unknown toolset {unknown[0]!r}; choose from {', '.join(known)} "
+            f"(default: {','.join(DEFAULT_TOOLSETS)})"
+        )
+    return wanted
 
 
 def _stderr_progress(event: str, data: dict[str, Any]) -> None:
@@ -135,26 +164,37 @@ def run(prompt: str, as_json: bool, **options: Any) -> None:
     if not prompt.strip():
         fail("the prompt is empty: pass the text, or - to read it from stdin", EXIT_USAGE)
     streamed: list[str] = []
+    stopped = threading.Event()
 
     def stream(piece: str) -> None:
-        streamed.append(piece)
-        click.echo(piece, nl=False)
+        if not stopped.is_set():  # after Ctrl-C the rest of the answer is not wanted
+            streamed.append(piece)
+            click.echo(piece, nl=False)
 
     agent = _build_agent(
         **options, status=None if as_json else _stderr_progress, stream=None if as_json else stream
     )
-    try:
-        result = _run_interruptibly(agent, prompt)
-    finally:
+    outcome = run_turn(agent, prompt, stopped=stopped)
+    if not outcome.abandoned:
         agent.close()
-    if as_json:
-        emit_json({k: result[k] for k in _RESULT_KEYS})
-    elif streamed:
+    if streamed:
         click.echo()
-    else:
-        click.echo(result["final_response"])
-    if result["interrupted"]:
-        sys.exit(EXIT_INTERRUPTED)
+    if outcome.error is not None:
+        raise outcome.error
+    if outcome.interrupted or outcome.result is None:
+        fail(_interrupted_message(agent.session_id, outcome.abandoned), EXIT_INTERRUPTED)
+    if as_json:
+        emit_json({k: outcome.result[k] for k in _RESULT_KEYS})
+    elif not streamed:
+        click.echo(outcome.result["final_response"])
+
+
+def _interrupted_message(session_id: str, abandoned: bool) -> str:
+    how = "left while the turn was still running" if abandoned else "the turn was stopped"
+    return (
+        f"interrupted: {how}; session {session_id} keeps what was done, "
+        f"continue it with --session {session_id}"
+    )
 
 
 _RESULT_KEYS = (
@@ -167,33 +207,10 @@ _RESULT_KEYS = (
 )
 
 
-def _run_interruptibly(agent: AIAgent, prompt: str) -> dict[str, Any]:
-    """Run the turn in a worker so Ctrl-C interrupts it at a safe point instead of killing it."""
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["result"] = agent.run_conversation(prompt)
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
-            box["error"] = exc
-
-    worker = threading.Thread(target=work, name="agent-turn", daemon=True)
-    worker.start()
-    while worker.is_alive():
-        try:
-            worker.join(0.1)
-        except KeyboardInterrupt:
-            click.echo("\n  [interrupting...]", err=True)
-            agent.interrupt()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
-
-
 @click.command("review")
 @click.argument("session_id")
 @click.option("--model", default=None, help="Model name (default: model.name).")
-@click.option("--base-url", default=None, help="Endpoint (default: model.base_url).")
+@click.option("--base-url", default=None, help=BASE_URL_HELP)
 @home_option
 @json_option
 @handle_errors
@@ -256,6 +273,8 @@ def chat(**options: Any) -> None:
 class _ChatSession:
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = options
+        self._stopped = threading.Event()  # set by Ctrl-C during a turn: stop printing it
+        self._abandoned = False  # a turn still runs and holds the agent
         self.agent = self._new_agent(options.get("session_id"))
         self._readline = _setup_history(self.agent.hermes_home / HISTORY_FILE)
 
@@ -263,9 +282,9 @@ class _ChatSession:
         opts = {**self.options, "session_id": session_id}
         return _build_agent(**opts, status=_stderr_progress, stream=self._stream)
 
-    @staticmethod
-    def _stream(piece: str) -> None:
-        click.echo(piece, nl=False)
+    def _stream(self, piece: str) -> None:
+        if not self._stopped.is_set():
+            click.echo(piece, nl=False)
 
     def loop(self) -> None:
         click.echo(
@@ -273,36 +292,47 @@ class _ChatSession:
             "/help for commands, Ctrl-D to leave."
         )
         try:
-            while True:
-                try:
-                    line = input("you> ")
-                except EOFError:
-                    click.echo()
-                    break
-                except KeyboardInterrupt:
-                    click.echo()
-                    continue
-                if not line.strip():
-                    continue
-                if line.startswith("/"):
-                    if not self._command(line.strip()):
-                        break
-                    continue
-                self._turn(line)
+            self._read_lines()
         finally:
-            self.agent.close()
+            if not self._abandoned:
+                self.agent.close()
             _save_history(self._readline, self.agent.hermes_home / HISTORY_FILE)
+        if self._abandoned:
+            fail(_interrupted_message(self.agent.session_id, True), EXIT_INTERRUPTED)
 
-    def _turn(self, text: str) -> None:
-        try:
-            result = _run_interruptibly(self.agent, text)
-        except HermesContextError as exc:
-            click.echo(f"\nerror: {visible(str(exc))}", err=True)
-            return
+    def _read_lines(self) -> None:
+        while True:
+            try:
+                line = input("you> ")
+            except EOFError:
+                click.echo()
+                return
+            except KeyboardInterrupt:
+                click.echo()
+                continue
+            if not line.strip():
+                continue
+            if line.startswith("/"):
+                if not self._command(line.strip()):
+                    return
+            elif not self._turn(line):
+                return
+
+    def _turn(self, text: str) -> bool:
+        """Run one turn; False when a second Ctrl-C left it running (the chat ends)."""
+        self._stopped.clear()
+        outcome = run_turn(self.agent, text, stopped=self._stopped)
         click.echo()
-        if result["interrupted"]:
+        if outcome.abandoned:
+            self._abandoned = True
+            return False
+        if outcome.error is not None:
+            _report_in_chat(outcome.error)
+            return True
+        if outcome.interrupted:
             click.echo("  [interrupted]", err=True)
         self._status_line()
+        return True
 
     def _status_line(self) -> None:
         info = self.agent.context_breakdown()
@@ -327,7 +357,7 @@ class _ChatSession:
             "/sessions": self._sessions,
             "/search": self._search,
             "/memory": self._memory,
-            "/usage": lambda a: click.echo(json.dumps(self.agent.usage)),
+            "/usage": lambda a: click.echo(render_usage(self.agent.usage)),
         }
         handler = handlers.get(name)
         if handler is None:
@@ -335,8 +365,8 @@ class _ChatSession:
             return True
         try:
             return handler(arg) is not False
-        except HermesContextError as exc:
-            click.echo(f"error: {visible(str(exc))}", err=True)
+        except Exception as exc:  # noqa: BLE001 - reported; the chat goes on
+            _report_in_chat(exc)
             return True
 
     def _compress(self, focus: str) -> None:
@@ -372,19 +402,47 @@ class _ChatSession:
         if not query:
             click.echo("usage: /search WORDS", err=True)
             return
-        hits = self.agent.db.search(query, limit=5, exclude_session_id=self.agent.session_id)
+        # The user searches everything, this conversation included (the model's
+        # session_search tool leaves out what its context already holds).
+        hits = self.agent.db.search(query, limit=SEARCH_HITS)
         if not hits:
             click.echo("no matches")
         for hit in hits:
-            snippet = visible(str(hit.get("snippet") or hit.get("content") or ""))[:160]
-            click.echo(
-                f"{hit.get('session_id')} #{hit.get('message_id', hit.get('id'))}: {snippet}"
-            )
+            where = hit["session_id"]
+            if where == self.agent.session_id:
+                where += " (this session)"
+            snippet = visible(str(hit["snippet"]))[:SNIPPET_CHARS]
+            click.echo(f"{where} #{hit['message_id']} {hit['role']}: {snippet}")
 
     def _memory(self, _: str) -> None:
         parts = self.agent.prompt_parts
         blocks = parts.memory if parts else []
         click.echo("\n\n".join(visible(b) for b in blocks) if blocks else "(no memory loaded)")
+
+
+def _report_in_chat(exc: BaseException) -> None:
+    """One line for an error in the chat, which goes on; anything unplanned is re-raised."""
+    if isinstance(exc, HermesContextError):
+        click.echo(f"error: {visible(str(exc))}", err=True)
+    elif isinstance(exc, Exception) and not debugging():
+        click.echo(f"error: {visible(internal_error(exc))}", err=True)
+    else:
+        raise exc
+
+
+def render_usage(usage: dict[str, int]) -> str:
+    """``/usage``: one line per kind of token, with thousands separators."""
+    return "\n".join(
+        f"{label:<{_USAGE_WIDTH}} {usage.get(key, 0):>12,}" for key, label in _USAGE_LINES
+    )
+
+
+_USAGE_LINES = (
+    ("prompt_tokens", "prompt tokens"),
+    ("completion_tokens", "completion tokens"),
+    ("cached_tokens", "cached tokens"),
+)
+_USAGE_WIDTH = max(len(label) for _, label in _USAGE_LINES)
 
 
 def render_breakdown(info: dict[str, Any], width: int = 40) -> str:

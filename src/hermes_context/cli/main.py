@@ -6,7 +6,7 @@ import importlib
 import io
 import sys
 import warnings
-from typing import TextIO
+from typing import Any, TextIO
 
 import click
 
@@ -27,7 +27,30 @@ _SUBCOMMANDS = {
 }
 
 
+# ``ctx.meta`` key: the command line holds ``--json`` (known before the options are parsed).
+_JSON_ASKED = "hermes_context.json_asked"
+
+
 class _LazyGroup(click.Group):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        options = args[: args.index("--")] if "--" in args else args
+        ctx.meta[_JSON_ASKED] = "--json" in options
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the subcommand; with ``--json``, a usage error is printed as JSON too."""
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            if not ctx.meta.get(_JSON_ASKED):
+                raise
+            from ._common import error_document, json_text
+
+            exc.show()
+            document = error_document(exc.format_message(), exc.exit_code)
+            click.echo(json_text(document, indent=2))
+            sys.exit(exc.exit_code)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(_SUBCOMMANDS)
 

@@ -1,4 +1,4 @@
-"""``SessionDB``: the session history in ``$HERMES_HOME/state.db`` (SPEC 4).
+"""``SessionDB``: the session history in ``$HERMES_HOME/state.db``.
 
 One SQLite file in WAL mode, one connection per thread (and per process after
 a fork), every multi-step write in one ``BEGIN IMMEDIATE`` transaction. A
@@ -9,10 +9,12 @@ nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -44,6 +46,17 @@ class _Progress:
             self._callback(done)
 
 
+class _ThreadMark:
+    """Kept in one thread's local storage only: it is freed when that thread ends."""
+
+    __slots__ = ("__weakref__",)
+
+
+def _close_quietly(conn: sqlite3.Connection) -> None:
+    with contextlib.suppress(sqlite3.Error):
+        conn.close()
+
+
 class SessionDB:
     """Sessions, their messages, full-text search and lossless compaction.
 
@@ -65,7 +78,9 @@ class SessionDB:
         self.path = Path(path) if path is not None else resolve_hermes_home() / DB_FILENAME
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._conns: list[sqlite3.Connection] = []
+        # Every connection opened, with a weak reference to its thread's mark:
+        # a dead reference means the thread ended and the connection is closed.
+        self._conns: list[tuple[weakref.ref[_ThreadMark], sqlite3.Connection]] = []
         self._pid = os.getpid()
         connection.check_file(self.path)
         if read_only is None:
@@ -105,17 +120,37 @@ class SessionDB:
     def _conn(self) -> sqlite3.Connection:
         if os.getpid() != self._pid:
             # After a fork the parent's connections must not be used (nor closed) here.
-            self._local = threading.local()
             self._conns = []
+            self._local = threading.local()
             self._lock = threading.Lock()
             self._pid = os.getpid()
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._guard(lambda: connection.connect(self.path, read_only=self.read_only))
-            self._local.conn = conn
-            with self._lock:
-                self._conns.append(conn)
+            self._track(conn)
         return conn
+
+    def _track(self, conn: sqlite3.Connection) -> None:
+        """Give ``conn`` to this thread; it is closed when the thread ends.
+
+        The thread's local storage holds the connection and a mark; when the
+        thread ends, its storage is freed and the mark's weak reference calls
+        back, closing the connection (from that thread, or whichever frees the
+        storage: connections are opened with ``check_same_thread=False``).
+        The callback takes no lock, so it is safe wherever it runs; the
+        entries of ended threads are dropped at the next connect and by ``close``.
+        """
+        mark, pid = _ThreadMark(), os.getpid()
+
+        def thread_ended(_: object) -> None:
+            if os.getpid() == pid:  # a forked child frees the parent's threads: not its to close
+                _close_quietly(conn)
+
+        ref = weakref.ref(mark, thread_ended)
+        self._local.conn, self._local.mark = conn, mark
+        with self._lock:
+            self._conns = [(r, c) for r, c in self._conns if r() is not None]
+            self._conns.append((ref, conn))
 
     def _guard(self, fn: Callable[[], T]) -> T:
         try:
@@ -163,7 +198,7 @@ class SessionDB:
         """Close every connection this object opened."""
         with self._lock:
             conns, self._conns = self._conns, []
-        for conn in conns:
+        for _, conn in conns:
             conn.close()
         self._local = threading.local()
 
