@@ -795,3 +795,9 @@ def test_a_session_cut_mid_turn_resumes_validly(model, workspace, hermes_home, c
     sent = sent_messages(model)
     validate_messages(sent)
     assert any("cut off" in str(m.get("content")) for m in sent)
+
+
+@pytest.mark.parametrize("url", ["not a url", "localhost:8000/v1", "http://[::1", "ftp://x/v1"])
+def test_a_base_url_argument_that_is_not_an_http_url_is_refused_at_once(url):
+    with pytest.raises(ConfigError, match="base_url= must be an http:// or https:// URL"):
+        AIAgent(base_url=url, model="m")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compression import SUMMARY_KEY, CompressionResult, ContextCompressor
-from ..config import Config, load_config
+from ..config import Config, check_base_url, load_config
 from ..errors import ConfigError, LLMAPIError
 from ..llm import ChatClient, ChatModel, ChatResponse, build_summarizer
 from ..memory import MemoryManager, MemoryStore
@@ -159,6 +159,8 @@ class AIAgent:
             )
         if chat_model is not None:
             model = chat_model.model or model
+        if base_url is not None:
+            check_base_url(base_url, source="base_url=")
         self.config = self._effective_config(
             config, hermes_home, base_url, api_key, model, context_length
         )
