@@ -8,7 +8,9 @@ is kept as written.
 
 Threats, and the answer to each: a reference that reads a secret or a file
 outside the project (paths resolved with links followed, kept under the
-allowed roots, secrets refused: ``tools.sandbox``); a URL that reaches the
+allowed roots, secrets refused: ``tools.sandbox``); a git command that runs a
+program the workspace's configuration names, or reads an enclosing checkout
+(git runs only through the hardened ``tools.git``); a URL that reaches the
 machine's own services or the cloud metadata endpoint (every address the host
 name resolves to, at every redirect, must be public unless
 ``allow_private_urls``); a reference that floods the window (all attachments
@@ -22,7 +24,6 @@ import ipaddress
 import os
 import re
 import socket
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -31,6 +32,7 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from .tokens import estimate_tokens_rough
+from .tools.git import GitRefused, GitUnavailable, run_git
 from .tools.sandbox import PathRefused, relative_display, resolve_path
 
 REFERENCE_PATTERN = re.compile(
@@ -53,7 +55,6 @@ MAX_FOLDER_ENTRIES = 200
 FOLDER_SKIPPED = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".tox"})
 # @git:N is clamped to this range.
 GIT_LOG_MIN, GIT_LOG_MAX = 1, 10
-GIT_TIMEOUT_SECONDS = 15.0
 # A URL fetch: seconds in all, bytes of body read at most, redirects followed.
 URL_TIMEOUT_SECONDS = 10.0
 URL_MAX_BYTES = 1_000_000
@@ -146,8 +147,8 @@ def expand_references(
     for ref in refs:
         try:
             body = _resolve(ref, base, roots, home, allow_private_urls)
-        except (PathRefused, _Unavailable) as exc:
-            ref.status = "refused" if isinstance(exc, PathRefused) else "failed"
+        except (PathRefused, GitRefused, GitUnavailable, _Unavailable) as exc:
+            ref.status = "refused" if isinstance(exc, (PathRefused, GitRefused)) else "failed"
             ref.detail = str(exc)
             warnings.append(f"{ref.raw}: {exc}")
             continue
@@ -189,16 +190,16 @@ def _resolve(
     if ref.kind == "folder":
         return _folder(ref, cwd, roots, home)
     if ref.kind == "diff":
-        return _git(cwd, ["diff"])
+        return _git(cwd, "diff")
     if ref.kind == "staged":
-        return _git(cwd, ["diff", "--staged"])
+        return _git(cwd, "diff", "--staged")
     if ref.kind == "git":
         try:
             count = int(ref.value)
         except ValueError:
             raise _Unavailable(f"@git takes a number of commits, not {ref.value!r}") from None
         count = min(max(count, GIT_LOG_MIN), GIT_LOG_MAX)
-        return _git(cwd, ["log", f"-{count}", "-p"])
+        return _git(cwd, "log", f"-{count}", "-p")
     return _url(ref.value, private_ok)
 
 
@@ -252,25 +253,8 @@ def _folder(ref: Reference, cwd: Path, roots: list[Path], home: Path | None) -> 
     return "\n".join(entries) or "(empty folder)"
 
 
-def _git(cwd: Path, args: list[str]) -> str:
-    try:
-        proc = subprocess.run(
-            ["git", "--no-pager", *args],
-            cwd=cwd,
-            capture_output=True,
-            timeout=GIT_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise _Unavailable("git is not installed") from None
-    except subprocess.TimeoutExpired:
-        raise _Unavailable(f"git {' '.join(args)} took over {GIT_TIMEOUT_SECONDS:g}s") from None
-    if proc.returncode != 0:
-        reason = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise _Unavailable(
-            f"git {' '.join(args)} failed: {reason[0] if reason else proc.returncode}"
-        )
-    out = proc.stdout.decode("utf-8", "replace")
+def _git(cwd: Path, command: str, *args: str) -> str:
+    out = run_git(cwd, command, *args)
     return out if out.strip() else "(no changes)"
 
 
