@@ -21,7 +21,6 @@ oversized files become a pointer line; fetches are capped in size and time).
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 import socket
 from collections.abc import Sequence
@@ -33,7 +32,7 @@ from urllib.parse import urljoin, urlsplit
 
 from .tokens import estimate_tokens_rough
 from .tools.git import GitRefused, GitUnavailable, run_git
-from .tools.sandbox import PathRefused, relative_display, resolve_path
+from .tools.sandbox import PathRefused, relative_display, resolve_path, walk_files
 
 REFERENCE_PATTERN = re.compile(
     r"(?<![\w/])@(?:(?P<simple>diff|staged)\b"
@@ -236,20 +235,16 @@ def _folder(ref: Reference, cwd: Path, roots: list[Path], home: Path | None) -> 
     if not path.is_dir():
         raise _Unavailable(f"{ref.value} is not a folder")
     entries: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(path):
-        dirnames[:] = sorted(d for d in dirnames if d not in FOLDER_SKIPPED)
-        here = Path(dirpath)
-        depth = len(here.relative_to(path).parts)
-        for name in sorted(filenames):
-            if len(entries) >= MAX_FOLDER_ENTRIES:
-                entries.append("[... more entries not listed; use @folder on a subfolder]")
-                return "\n".join(entries)
-            try:
-                size = (here / name).stat().st_size
-            except OSError:
-                continue
-            rel = (here / name).relative_to(path).as_posix()
-            entries.append(f"{'  ' * depth}{rel} ({size:,} bytes)")
+    for file in walk_files(path, roots=roots, hermes_home=home, skip_dirs=FOLDER_SKIPPED):
+        if len(entries) >= MAX_FOLDER_ENTRIES:
+            entries.append("[... more entries not listed; use @folder on a subfolder]")
+            break
+        try:
+            size = file.stat().st_size
+        except OSError:
+            continue
+        rel = file.relative_to(path)
+        entries.append(f"{'  ' * (len(rel.parts) - 1)}{rel.as_posix()} ({size:,} bytes)")
     return "\n".join(entries) or "(empty folder)"
 
 

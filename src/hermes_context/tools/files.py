@@ -8,14 +8,13 @@ refused or failed call is ``{"error": ...}`` saying what to do instead.
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from ..fileio import write_text_atomically
 from .registry import Tool, ToolContext
-from .sandbox import PathRefused, relative_display, resolve_path
+from .sandbox import PathRefused, relative_display, resolve_path, walk_files
 
 # Lines read_file returns when the model gives no limit, and at most.
 DEFAULT_READ_LINES = 500
@@ -108,7 +107,10 @@ def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         return {"error": str(exc)}
     matches: list[dict[str, Any]] = []
     files = 0
-    for path in _walk(base):
+    walk = walk_files(
+        base, roots=[ctx.workspace], hermes_home=ctx.hermes_home, skip_dirs=SKIPPED_DIRS
+    )
+    for path in walk:
         if ctx.cancel.is_set():
             break
         rel = relative_display(path, [ctx.workspace])
@@ -117,7 +119,7 @@ def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         files += 1
         if files > MAX_SEARCH_FILES:
             break
-        if _skip_file(path, ctx):
+        if _skip_file(path):
             continue
         with path.open(encoding="utf-8", errors="replace") as fh:
             for number, line in enumerate(fh, start=1):
@@ -128,23 +130,10 @@ def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     return {"matches": matches, "truncated": False, "files_searched": min(files, MAX_SEARCH_FILES)}
 
 
-def _walk(base: Path):  # type: ignore[no-untyped-def]
-    if base.is_file():
-        yield base
-        return
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
-        for name in sorted(filenames):
-            yield Path(dirpath) / name
-
-
-def _skip_file(path: Path, ctx: ToolContext) -> bool:
+def _skip_file(path: Path) -> bool:
     try:
-        resolve_path(
-            str(path), cwd=ctx.workspace, roots=[ctx.workspace], hermes_home=ctx.hermes_home
-        )
         return path.stat().st_size > MAX_TEXT_FILE_BYTES or _is_binary(path)
-    except (PathRefused, OSError):
+    except OSError:
         return True
 
 
