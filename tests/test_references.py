@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hermes_context import expand_references
 from hermes_context.references import ATTACHED_HEADER, WARNINGS_HEADER, find_references
@@ -213,3 +216,75 @@ def test_private_and_metadata_addresses_are_refused(tmp_path, host):
 def test_text_without_references_is_returned_as_is(tmp_path):
     result = expand("plain text, no refs; mail me at a@b.c", tmp_path)
     assert result.message == "plain text, no refs; mail me at a@b.c" and not result.expanded
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("@url:http://example.com:99999/", "port"),
+        ("@url:http://[::1", "not a valid URL"),
+        ("@url:https://", "not an http(s) URL"),
+        ("@file:" + "a" * 300, "longer than"),
+        ("@folder:" + "b" * 300, "longer than"),
+        ("@file:" + "/".join(["c" * 200] * 30), "longer than"),
+        ("@git:99999999999999999999999", "not a git repository"),
+    ],
+)
+def test_a_bad_reference_is_a_warning_never_an_exception(tmp_path, text, says):
+    result = expand(f"look at {text} please", tmp_path)
+    assert result.message.startswith(f"look at {text} please")
+    assert says in result.message
+    assert len(result.references) == 1
+
+
+def test_any_failure_of_one_reference_becomes_a_warning(repo, monkeypatch):
+    import hermes_context.references as references
+
+    def broken(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(references, "resolve_path", broken)
+    result = expand("@file:app.py and @url:http://[::1", repo)
+    warnings = result.message.split(WARNINGS_HEADER, 1)[1]
+    assert "@file:app.py: could not be attached (PermissionError" in warnings
+    assert [r.status for r in result.references] == ["failed", "failed"]
+
+
+_FRAGMENTS = st.sampled_from(
+    [
+        "@file:",
+        "@folder:",
+        "@url:",
+        "@git:",
+        "@diff",
+        "@staged",
+        "http://",
+        "https://[",
+        "]:",
+        ":99999",
+        '"',
+        "'",
+        ":1-",
+        "..",
+        "/",
+        "~",
+        "\x00",
+        "%",
+        " ",
+        "a" * 300,
+        "\udcff",
+    ]
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.one_of(_FRAGMENTS, st.text(max_size=20)), max_size=12).map("".join))
+def test_expand_references_never_raises(tmp_path, monkeypatch, text):
+    def private(host, *args, **kwargs):  # no DNS from a property test
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", 0))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", private)
+    result = expand(text, tmp_path)
+    assert result.message.startswith(text)

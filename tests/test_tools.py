@@ -257,3 +257,16 @@ def test_terminal_stops_when_the_turn_is_interrupted(ctx):
 )
 def test_terminal_argument_errors(ctx, args, message):
     assert message in run(ctx, "terminal", ["terminal"], **args)["error"]
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("a" * 300, "longer than 255 bytes"),
+        ("x/" * 3000, "longer than 4,096"),
+        ("\ud800", "characters"),
+    ],
+)
+def test_impossible_paths_are_a_clear_error(ctx, path, says):
+    for tool, args in (("read_file", {}), ("write_file", {"content": "x"})):
+        assert says in run(ctx, tool, path=path, **args)["error"]

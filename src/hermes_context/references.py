@@ -21,6 +21,7 @@ oversized files become a pointer line; fetches are capped in size and time).
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import socket
 from collections.abc import Sequence
@@ -151,6 +152,13 @@ def expand_references(
             ref.detail = str(exc)
             warnings.append(f"{ref.raw}: {exc}")
             continue
+        except Exception as exc:  # noqa: BLE001 - one bad reference must not end the turn
+            ref.status, ref.detail = "failed", f"{type(exc).__name__}: {exc}"
+            warnings.append(
+                f"{ref.raw}: could not be attached ({ref.detail}); check the reference "
+                "and send the message again"
+            )
+            continue
         block = _block(ref, body)
         tokens = estimate_tokens_rough(block)
         if used + tokens > hard:
@@ -208,7 +216,7 @@ _RANGE = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 def _file(ref: Reference, cwd: Path, roots: list[Path], home: Path | None) -> str:
     raw, start, end = ref.value, None, None
     match = _RANGE.match(raw)
-    if match and not (cwd / raw).exists():
+    if match and not os.path.exists(cwd / raw):  # False, not an error, for a bad name
         raw, start = match.group("path"), int(match.group("start"))
         end = int(match.group("end") or start)
     path = resolve_path(raw, cwd=cwd, roots=roots, hermes_home=home)
@@ -290,13 +298,17 @@ def _read_capped(resp: Any) -> bytes:
 
 
 def _check_url(url: str, private_ok: bool) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise _Unavailable(f"{url} is not a valid URL ({exc}); fix the host or port") from None
+    if parts.scheme not in ("http", "https") or not host:
         raise PathRefused(f"{url} is not an http(s) URL")
     if private_ok:
         return
     try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
+        infos = socket.getaddrinfo(host, port or 443, proto=socket.IPPROTO_TCP)
     except socket.gaierror as exc:
         raise _Unavailable(f"cannot resolve {parts.hostname}: {exc}") from None
     for info in infos:

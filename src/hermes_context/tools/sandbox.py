@@ -101,6 +101,10 @@ HISTORY_FILES = (
 NOT_SECRET_FILES = frozenset({".env.example", ".env.sample", ".env.template", ".env.dist"})
 # Hermes homes besides the agent's own and $HERMES_HOME: Hermes's and our default.
 OTHER_HOMES = ("~/.hermes", "~/.hermes-context")
+# Longest file name and path the file systems we run on accept (NAME_MAX, PATH_MAX):
+# longer ones are refused with a clear message instead of an OSError.
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4_096
 # Path components (case-insensitive: .GIT is .git on macOS) never written:
 # git runs the programs .git/config names, a .git file points git elsewhere.
 WRITE_PROTECTED_PARTS = frozenset({".git"})
@@ -222,6 +226,7 @@ def resolve_path(
     """
     if not raw or "\x00" in raw:
         raise PathRefused("the path is empty or holds a NUL character")
+    _check_encodable(raw)
     candidate = Path(os.path.expanduser(raw))
     if not candidate.is_absolute():
         candidate = cwd / candidate
@@ -270,6 +275,20 @@ def _readable(path: Path, roots: list[Path], hermes_home: Path | None) -> bool:
     if not any(_inside(resolved, root) for root in roots):
         return False
     return sensitive_reason(resolved, hermes_home=hermes_home, roots=roots) is None
+
+
+def _check_encodable(raw: str) -> None:
+    try:
+        encoded = os.fsencode(raw)
+    except UnicodeEncodeError:
+        raise PathRefused("the path holds characters no file name can have") from None
+    if len(encoded) > MAX_PATH_BYTES:
+        raise PathRefused(f"the path is longer than {MAX_PATH_BYTES:,} bytes; use a shorter one")
+    if any(len(part) > MAX_NAME_BYTES for part in encoded.split(b"/")):
+        raise PathRefused(
+            f"a name in the path is longer than {MAX_NAME_BYTES} bytes, which no file can "
+            "have; check the path"
+        )
 
 
 def relative_display(path: Path, roots: Iterable[Path]) -> str:
