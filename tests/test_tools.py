@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -135,6 +137,44 @@ def test_search_files_by_regex_and_glob_skips_secrets(ctx):
     assert only_py["matches"][0] == {"path": "src/app.py", "line": 1100, "text": "line 1100"}
     assert "bad regular expression" in run(ctx, "search_files", pattern="(")["error"]
     assert "required" in run(ctx, "search_files")["error"]
+
+
+_CATASTROPHIC_SEARCH = """
+import json, sys, time
+from pathlib import Path
+from hermes_context.tools import ToolContext, bounded_regex, builtin_registry
+bounded_regex.SEARCH_BUDGET_SECONDS = 0.5
+root = Path(sys.argv[1])
+(root / "a.txt").write_text("a" * 60 + "!\\n", encoding="utf-8")
+started = time.monotonic()
+result = builtin_registry().dispatch(
+    "search_files", json.dumps({"pattern": "(a|aa)+$"}), ToolContext(workspace=root)
+)
+print(json.dumps({"seconds": time.monotonic() - started, "result": json.loads(result)}))
+"""
+
+
+def test_a_catastrophic_pattern_stops_at_the_search_budget(tmp_path):
+    # A process, not a thread: a backtracking re holds the GIL until it is done.
+    proc = subprocess.run(
+        [sys.executable, "-c", _CATASTROPHIC_SEARCH, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    out = json.loads(proc.stdout)
+    assert out["seconds"] < 2.0, "search_files ran the pattern without a deadline"
+    assert "stopped after 0.5 s" in out["result"]["error"]
+    assert "(a+)+" in out["result"]["error"] and out["result"]["truncated"] is True
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"(?<!\s)beta", r"\Abeta", r"TODO\n\Z", r"^beta(?= TODO$)", r"(?m)^gamma$"]
+)
+def test_anchors_and_lookarounds_match_line_by_line(ctx, pattern):
+    found = run(ctx, "search_files", pattern=pattern, glob="*.md")
+    assert [m["line"] for m in found["matches"]] == [3 if "gamma" in pattern else 2]
 
 
 def test_write_file_is_atomic_and_keeps_the_mode(ctx):

@@ -8,11 +8,11 @@ refused or failed call is ``{"error": ...}`` saying what to do instead.
 from __future__ import annotations
 
 import fnmatch
-import re
 from pathlib import Path
 from typing import Any
 
 from ..fileio import write_text_atomically
+from .bounded_regex import BoundedRegex, RegexTooSlow
 from .registry import Tool, ToolContext
 from .sandbox import PathRefused, relative_display, resolve_path, walk_files
 
@@ -90,7 +90,12 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 
 def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    """Lines matching a regular expression in files matching a glob, under ``path``."""
+    """Lines matching a regular expression in files matching a glob, under ``path``.
+
+    The pattern runs under one deadline for the whole call (``BoundedRegex``):
+    a pattern that backtracks without end, or a search over too much, stops
+    with an error and the matches found so far.
+    """
     pattern = args.get("pattern")
     glob = args.get("glob") or "*"
     if not isinstance(pattern, str) or not pattern:
@@ -98,11 +103,9 @@ def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if not isinstance(glob, str):
         return {"error": "'glob' must be a string such as '*.py'"}
     try:
-        regex = re.compile(pattern)
+        matcher = BoundedRegex(pattern)
         base = _path({"path": args.get("path") or "."}, ctx)
         limit = _int(args, "limit", 50, 1, MAX_SEARCH_MATCHES)
-    except re.error as exc:
-        return {"error": f"bad regular expression: {exc}"}
     except ValueError as exc:
         return {"error": str(exc)}
     matches: list[dict[str, Any]] = []
@@ -119,15 +122,26 @@ def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         files += 1
         if files > MAX_SEARCH_FILES:
             break
-        if _skip_file(path):
-            continue
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            for number, line in enumerate(fh, start=1):
-                if regex.search(line):
-                    matches.append({"path": rel, "line": number, "text": _clip_line(line.rstrip())})
-                    if len(matches) >= limit:
-                        return {"matches": matches, "truncated": True}
+        try:
+            if _search_file(matcher, path, rel, matches, limit):
+                return {"matches": matches, "truncated": True}
+        except RegexTooSlow as exc:
+            return {"error": str(exc), "matches": matches, "truncated": True}
     return {"matches": matches, "truncated": False, "files_searched": min(files, MAX_SEARCH_FILES)}
+
+
+def _search_file(
+    matcher: BoundedRegex, path: Path, rel: str, matches: list[dict[str, Any]], limit: int
+) -> bool:
+    """Append the matching lines of one file; True once ``limit`` matches are found."""
+    if _skip_file(path):
+        return False
+    text = path.read_text(encoding="utf-8", errors="replace")
+    for number, line in matcher.matching_lines(text):
+        matches.append({"path": rel, "line": number, "text": _clip_line(line.rstrip())})
+        if len(matches) >= limit:
+            return True
+    return False
 
 
 def _skip_file(path: Path) -> bool:
