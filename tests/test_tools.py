@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from hermes_context.tools import Tool, ToolContext, ToolRegistry, builtin_registry
+from hermes_context.tools import Tool, ToolContext, ToolRegistry, builtin_registry, files
 from hermes_context.tools.registry import MAX_RESULT_CHARS
 from hermes_context.tools.terminal import MAX_OUTPUT_CHARS, TIMEOUT_EXIT_CODE
 
@@ -250,6 +250,21 @@ def test_shell_startup_files_in_the_home_folder_are_not_writable(tmp_path, monke
         assert "runs programs" in result["error"], name
         assert not (home / name).exists()
     assert run(ctx, "write_file", path="project/.bashrc", content="x")["created"] is True
+
+
+def test_write_file_and_patch_results_are_capped(ctx, monkeypatch):
+    monkeypatch.setattr(files, "MAX_TEXT_FILE_BYTES", 1_000)
+    big = run(ctx, "write_file", path="big.txt", content="é" * 501)
+    assert "1,002 bytes" in big["error"] and "1,000-byte" in big["error"]
+    assert not (ctx.workspace / "big.txt").exists()
+    assert run(ctx, "write_file", path="ok.txt", content="x" * 1_000)["created"] is True
+    path = ctx.workspace / "notes.md"
+    path.write_text("x\n" * 100, encoding="utf-8")
+    grown = run(
+        ctx, "patch", path="notes.md", old_string="x", new_string="y" * 48, replace_all=True
+    )
+    assert "4,900 bytes" in grown["error"] and "1,000-byte" in grown["error"]
+    assert path.read_text(encoding="utf-8") == "x\n" * 100
 
 
 # -- terminal toolset ------------------------------------------------------------------

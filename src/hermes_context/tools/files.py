@@ -23,7 +23,8 @@ MAX_READ_LINES = 2_000
 MAX_LINE_CHARS = 2_000
 # Bytes sniffed for NUL to tell binary files from text.
 BINARY_SNIFF_BYTES = 8_192
-# Files bigger than this are skipped by search_files and refused by patch.
+# Files bigger than this are skipped by search_files and refused by patch, and
+# write_file and patch refuse to make one (a replace_all could grow 1 MB to 48).
 MAX_TEXT_FILE_BYTES = 5_000_000
 # Matches search_files returns at most, and files it looks at at most.
 MAX_SEARCH_MATCHES = 200
@@ -162,6 +163,9 @@ def write_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         return {"error": str(exc)}
     if path.is_dir():
         return {"error": f"{args['path']} is a directory"}
+    too_big = _too_big(_utf8_len(content), "the file")
+    if too_big:
+        return {"error": too_big}
     existed = path.exists()
     _atomic_write(path, content)
     return {
@@ -197,9 +201,27 @@ def patch(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             "error": f"old_string occurs {count} times in {shown}; add surrounding lines to "
             "make it unique, or set replace_all"
         }
+    size = len(text.encode("utf-8")) + count * (_utf8_len(new) - _utf8_len(old))
+    too_big = _too_big(size, "the patched file")
+    if too_big:
+        return {"error": too_big}
     first_line = text[: text.index(old)].count("\n") + 1
     _atomic_write(path, text.replace(old, new))
     return {"path": shown, "replacements": count, "line": first_line}
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _too_big(size: int, what: str) -> str | None:
+    """The error for a file result over ``MAX_TEXT_FILE_BYTES``, or None."""
+    if size <= MAX_TEXT_FILE_BYTES:
+        return None
+    return (
+        f"{what} would be {size:,} bytes, over the {MAX_TEXT_FILE_BYTES:,}-byte limit of "
+        "the file tools; split it into several files or generate it with a script"
+    )
 
 
 def _atomic_write(path: Path, content: str) -> None:
