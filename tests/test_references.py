@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import gzip
 import os
 import shutil
 import socket
 import subprocess
 import threading
+import tracemalloc
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -144,6 +148,18 @@ def test_git_outside_a_repository_is_a_warning(tmp_path):
     assert WARNINGS_HEADER in result.message
 
 
+@functools.cache
+def _encoded() -> dict[str, tuple[str, bytes]]:
+    """Compressed bodies by path; the bombs are 64 MB of text in ~200 KB each."""
+    bomb = b"all work and no play " * (64_000_000 // 21)
+    return {
+        "/gzip-bomb": ("gzip", gzip.compress(bomb, compresslevel=9)),
+        "/deflate-bomb": ("deflate", zlib.compress(bomb, 9)),
+        "/small-gzip": ("gzip", gzip.compress(b"hello from gzip")),
+        "/brotli": ("br", b"\x0b\x02\x80hello\x03"),
+    }
+
+
 class _Site(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -165,6 +181,15 @@ class _Site(BaseHTTPRequestHandler):
             return
         elif self.path == "/image":
             body, kind = b"\x89PNG", "image/png"
+        elif self.path in _encoded():
+            encoding, body = _encoded()[self.path]
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Encoding", encoding)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         else:
             self.send_response(404)
             self.send_header("Content-Length", "0")
@@ -288,3 +313,28 @@ def test_expand_references_never_raises(tmp_path, monkeypatch, text):
     monkeypatch.setattr(socket, "getaddrinfo", private)
     result = expand(text, tmp_path)
     assert result.message.startswith(text)
+
+
+@pytest.mark.parametrize("path", ["/gzip-bomb", "/deflate-bomb"])
+def test_a_compressed_response_is_inflated_only_up_to_the_cap(site, tmp_path, path):
+    # Built and warmed before tracing: the server's copy and the TLS setup of the
+    # first client are not the inflation's memory.
+    expand(f"@url:{site}/small-gzip", tmp_path, allow_private_urls=True)
+    tracemalloc.start()
+    try:
+        result = expand(
+            f"@url:{site}{path}", tmp_path, allow_private_urls=True, context_length=10_000_000
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert "[... cut at 1 MB]" in result.message and "all work and no play" in result.message
+    assert peak < 8_000_000, f"peak {peak:,} bytes while inflating a 1 MB-capped response"
+
+
+def test_compressed_responses_are_read_and_unknown_encodings_refused(site, tmp_path):
+    small = expand(f"@url:{site}/small-gzip", tmp_path, allow_private_urls=True)
+    assert "hello from gzip" in small.message
+    brotli = expand(f"@url:{site}/brotli", tmp_path, allow_private_urls=True)
+    assert brotli.references[0].status == "failed"
+    assert "content-encoding br" in brotli.message

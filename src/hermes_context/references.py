@@ -24,7 +24,8 @@ import ipaddress
 import os
 import re
 import socket
-from collections.abc import Sequence
+import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -60,6 +61,14 @@ URL_TIMEOUT_SECONDS = 10.0
 URL_MAX_BYTES = 1_000_000
 URL_MAX_REDIRECTS = 5
 URL_TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml")
+# Content encodings asked for and inflated (zlib window bits of each): only
+# those zlib can inflate a bounded amount at a time.
+URL_ENCODINGS = {
+    "gzip": 16 + zlib.MAX_WBITS,
+    "x-gzip": 16 + zlib.MAX_WBITS,
+    "deflate": zlib.MAX_WBITS,
+}
+URL_ACCEPT_ENCODING = "gzip, deflate"
 
 
 @dataclass
@@ -269,9 +278,8 @@ def _url(url: str, private_ok: bool) -> str:
         for _ in range(URL_MAX_REDIRECTS + 1):
             _check_url(current, private_ok)
             try:
-                with client.stream(
-                    "GET", current, headers={"User-Agent": "hermes-context"}
-                ) as resp:
+                headers = {"User-Agent": "hermes-context", "Accept-Encoding": URL_ACCEPT_ENCODING}
+                with client.stream("GET", current, headers=headers) as resp:
                     if resp.is_redirect and "location" in resp.headers:
                         current = urljoin(current, resp.headers["location"])
                         continue
@@ -289,12 +297,39 @@ def _url(url: str, private_ok: bool) -> str:
 
 
 def _read_capped(resp: Any) -> bytes:
+    """The body, inflated here (never by httpx) so memory stays near the cap.
+
+    httpx inflates each network chunk whole: 64 KB of gzip can become 64 MB
+    before any cap applies. Raw bytes go through ``zlib`` with ``max_length``.
+    """
+    inflate = _inflater(resp.headers.get("content-encoding", ""))
     data = bytearray()
-    for chunk in resp.iter_bytes():
-        data += chunk
-        if len(data) >= URL_MAX_BYTES:
+    for chunk in resp.iter_raw():
+        data += inflate(chunk, URL_MAX_BYTES + 1 - len(data))
+        if len(data) > URL_MAX_BYTES:
             return bytes(data[:URL_MAX_BYTES]) + b"\n[... cut at 1 MB]"
     return bytes(data)
+
+
+def _inflater(encoding: str) -> Callable[[bytes, int], bytes]:
+    """A function giving at most ``room`` inflated bytes of the next raw chunk."""
+    name = encoding.strip().lower()
+    if name in ("", "identity"):
+        return lambda chunk, room: chunk[:room]
+    if name not in URL_ENCODINGS:
+        raise _Unavailable(
+            f"the server sent content-encoding {name}, which is not accepted "
+            f"({URL_ACCEPT_ENCODING}); fetch the page another way"
+        )
+    inflater = zlib.decompressobj(URL_ENCODINGS[name])
+
+    def inflate(chunk: bytes, room: int) -> bytes:
+        try:
+            return inflater.decompress(chunk, room)
+        except zlib.error as exc:
+            raise _Unavailable(f"the server's {name} body is corrupt ({exc})") from None
+
+    return inflate
 
 
 def _check_url(url: str, private_ok: bool) -> None:
