@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 import tracemalloc
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -164,6 +165,19 @@ class _Site(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def _drip(self):
+        """One byte every 0.3 s, 20 bytes at most (the server stops by itself)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        try:
+            for _ in range(20):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(0.3)
+        except OSError:
+            pass
+
     def do_GET(self):  # noqa: N802
         if self.path == "/page":
             body = (
@@ -181,6 +195,17 @@ class _Site(BaseHTTPRequestHandler):
             return
         elif self.path == "/image":
             body, kind = b"\x89PNG", "image/png"
+        elif self.path == "/drip":
+            self._drip()
+            return
+        elif self.path.startswith("/slow-redirect/"):
+            hops = int(self.path.rsplit("/", 1)[1])
+            time.sleep(0.4)
+            self.send_response(302)
+            self.send_header("Location", f"/slow-redirect/{hops + 1}" if hops < 5 else "/page")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         elif self.path in _encoded():
             encoding, body = _encoded()[self.path]
             self.send_response(200)
@@ -338,3 +363,15 @@ def test_compressed_responses_are_read_and_unknown_encodings_refused(site, tmp_p
     brotli = expand(f"@url:{site}/brotli", tmp_path, allow_private_urls=True)
     assert brotli.references[0].status == "failed"
     assert "content-encoding br" in brotli.message
+
+
+@pytest.mark.parametrize("path", ["/drip", "/slow-redirect/1"])
+def test_a_url_fetch_has_one_deadline_for_everything(site, tmp_path, monkeypatch, path):
+    import hermes_context.references as references
+
+    monkeypatch.setattr(references, "URL_TIMEOUT_SECONDS", 1.0)
+    started = time.monotonic()
+    result = expand(f"@url:{site}{path}", tmp_path, allow_private_urls=True)
+    assert time.monotonic() - started < 2.0
+    assert result.references[0].status == "failed"
+    assert "took longer than 1 s" in result.message

@@ -24,6 +24,8 @@ import ipaddress
 import os
 import re
 import socket
+import threading
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -56,7 +58,8 @@ MAX_FOLDER_ENTRIES = 200
 FOLDER_SKIPPED = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".tox"})
 # @git:N is clamped to this range.
 GIT_LOG_MIN, GIT_LOG_MAX = 1, 10
-# A URL fetch: seconds in all, bytes of body read at most, redirects followed.
+# A URL fetch: seconds in all (resolution, redirects and body together), bytes
+# of body kept at most, redirects followed.
 URL_TIMEOUT_SECONDS = 10.0
 URL_MAX_BYTES = 1_000_000
 URL_MAX_REDIRECTS = 5
@@ -271,15 +274,50 @@ def _git(cwd: Path, command: str, *args: str) -> str:
 
 
 def _url(url: str, private_ok: bool) -> str:
+    """The page at ``url`` as text, within ``URL_TIMEOUT_SECONDS`` in all.
+
+    Per-read timeouts alone let a server that sends a byte every few seconds
+    hold the turn for ever, so the fetch (resolution, redirects, body) runs on
+    a worker thread the caller waits for until the deadline; the worker checks
+    the same deadline between reads and stops soon after.
+    """
+    deadline = time.monotonic() + URL_TIMEOUT_SECONDS
+    outcome: dict[str, Any] = {}
+
+    def fetch() -> None:
+        try:
+            outcome["text"] = _fetch(url, private_ok, deadline)
+        except Exception as exc:  # noqa: BLE001 - handed to the waiting caller
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=fetch, name="hermes-url-fetch", daemon=True)
+    worker.start()
+    worker.join(max(deadline - time.monotonic(), 0.0))
+    if worker.is_alive():
+        raise _too_slow(url)
+    if "error" in outcome:
+        raise outcome["error"]
+    return str(outcome["text"])
+
+
+def _too_slow(url: str) -> _Unavailable:
+    return _Unavailable(
+        f"{url} took longer than {URL_TIMEOUT_SECONDS:g} s (redirects included); "
+        "try again later or attach a smaller page"
+    )
+
+
+def _fetch(url: str, private_ok: bool, deadline: float) -> str:
     import httpx  # the openai SDK's HTTP client; lazy like every heavy import
 
     current = url
-    with httpx.Client(timeout=URL_TIMEOUT_SECONDS, follow_redirects=False) as client:
+    headers = {"User-Agent": "hermes-context", "Accept-Encoding": URL_ACCEPT_ENCODING}
+    with httpx.Client(follow_redirects=False) as client:
         for _ in range(URL_MAX_REDIRECTS + 1):
             _check_url(current, private_ok)
+            timeout = httpx.Timeout(max(deadline - time.monotonic(), 0.01))
             try:
-                headers = {"User-Agent": "hermes-context", "Accept-Encoding": URL_ACCEPT_ENCODING}
-                with client.stream("GET", current, headers=headers) as resp:
+                with client.stream("GET", current, headers=headers, timeout=timeout) as resp:
                     if resp.is_redirect and "location" in resp.headers:
                         current = urljoin(current, resp.headers["location"])
                         continue
@@ -288,7 +326,9 @@ def _url(url: str, private_ok: bool) -> str:
                     kind = resp.headers.get("content-type", "").split(";")[0].strip().lower()
                     if kind and not kind.startswith(URL_TEXT_TYPES):
                         return f"[{kind} content at {url}; not attached]"
-                    body = _read_capped(resp)
+                    body = _read_capped(resp, deadline, url)
+            except httpx.TimeoutException:
+                raise _too_slow(url) from None
             except httpx.HTTPError as exc:
                 raise _Unavailable(f"could not fetch {url}: {type(exc).__name__}: {exc}") from None
             text = body.decode(resp.encoding or "utf-8", errors="replace")
@@ -296,7 +336,7 @@ def _url(url: str, private_ok: bool) -> str:
     raise _Unavailable(f"{url} redirected more than {URL_MAX_REDIRECTS} times")
 
 
-def _read_capped(resp: Any) -> bytes:
+def _read_capped(resp: Any, deadline: float, url: str) -> bytes:
     """The body, inflated here (never by httpx) so memory stays near the cap.
 
     httpx inflates each network chunk whole: 64 KB of gzip can become 64 MB
@@ -305,6 +345,8 @@ def _read_capped(resp: Any) -> bytes:
     inflate = _inflater(resp.headers.get("content-encoding", ""))
     data = bytearray()
     for chunk in resp.iter_raw():
+        if time.monotonic() > deadline:
+            raise _too_slow(url)
         data += inflate(chunk, URL_MAX_BYTES + 1 - len(data))
         if len(data) > URL_MAX_BYTES:
             return bytes(data[:URL_MAX_BYTES]) + b"\n[... cut at 1 MB]"
