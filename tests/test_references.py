@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import functools
+import gzip
 import os
 import shutil
+import socket
 import subprocess
 import threading
+import time
+import tracemalloc
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hermes_context import expand_references
 from hermes_context.references import ATTACHED_HEADER, WARNINGS_HEADER, find_references
@@ -141,9 +149,34 @@ def test_git_outside_a_repository_is_a_warning(tmp_path):
     assert WARNINGS_HEADER in result.message
 
 
+@functools.cache
+def _encoded() -> dict[str, tuple[str, bytes]]:
+    """Compressed bodies by path; the bombs are 64 MB of text in ~200 KB each."""
+    bomb = b"all work and no play " * (64_000_000 // 21)
+    return {
+        "/gzip-bomb": ("gzip", gzip.compress(bomb, compresslevel=9)),
+        "/deflate-bomb": ("deflate", zlib.compress(bomb, 9)),
+        "/small-gzip": ("gzip", gzip.compress(b"hello from gzip")),
+        "/brotli": ("br", b"\x0b\x02\x80hello\x03"),
+    }
+
+
 class _Site(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
+
+    def _drip(self):
+        """One byte every 0.3 s, 20 bytes at most (the server stops by itself)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        try:
+            for _ in range(20):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(0.3)
+        except OSError:
+            pass
 
     def do_GET(self):  # noqa: N802
         if self.path == "/page":
@@ -162,6 +195,26 @@ class _Site(BaseHTTPRequestHandler):
             return
         elif self.path == "/image":
             body, kind = b"\x89PNG", "image/png"
+        elif self.path == "/drip":
+            self._drip()
+            return
+        elif self.path.startswith("/slow-redirect/"):
+            hops = int(self.path.rsplit("/", 1)[1])
+            time.sleep(0.4)
+            self.send_response(302)
+            self.send_header("Location", f"/slow-redirect/{hops + 1}" if hops < 5 else "/page")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        elif self.path in _encoded():
+            encoding, body = _encoded()[self.path]
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Encoding", encoding)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         else:
             self.send_response(404)
             self.send_header("Content-Length", "0")
@@ -213,3 +266,112 @@ def test_private_and_metadata_addresses_are_refused(tmp_path, host):
 def test_text_without_references_is_returned_as_is(tmp_path):
     result = expand("plain text, no refs; mail me at a@b.c", tmp_path)
     assert result.message == "plain text, no refs; mail me at a@b.c" and not result.expanded
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("@url:http://example.com:99999/", "port"),
+        ("@url:http://[::1", "not a valid URL"),
+        ("@url:https://", "not an http(s) URL"),
+        ("@file:" + "a" * 300, "longer than"),
+        ("@folder:" + "b" * 300, "longer than"),
+        ("@file:" + "/".join(["c" * 200] * 30), "longer than"),
+        ("@git:99999999999999999999999", "not a git repository"),
+    ],
+)
+def test_a_bad_reference_is_a_warning_never_an_exception(tmp_path, text, says):
+    result = expand(f"look at {text} please", tmp_path)
+    assert result.message.startswith(f"look at {text} please")
+    assert says in result.message
+    assert len(result.references) == 1
+
+
+def test_any_failure_of_one_reference_becomes_a_warning(repo, monkeypatch):
+    import hermes_context.references as references
+
+    def broken(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(references, "resolve_path", broken)
+    result = expand("@file:app.py and @url:http://[::1", repo)
+    warnings = result.message.split(WARNINGS_HEADER, 1)[1]
+    assert "@file:app.py: could not be attached (PermissionError" in warnings
+    assert [r.status for r in result.references] == ["failed", "failed"]
+
+
+_FRAGMENTS = st.sampled_from(
+    [
+        "@file:",
+        "@folder:",
+        "@url:",
+        "@git:",
+        "@diff",
+        "@staged",
+        "http://",
+        "https://[",
+        "]:",
+        ":99999",
+        '"',
+        "'",
+        ":1-",
+        "..",
+        "/",
+        "~",
+        "\x00",
+        "%",
+        " ",
+        "a" * 300,
+        "\udcff",
+    ]
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.one_of(_FRAGMENTS, st.text(max_size=20)), max_size=12).map("".join))
+def test_expand_references_never_raises(tmp_path, monkeypatch, text):
+    def private(host, *args, **kwargs):  # no DNS from a property test
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", 0))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", private)
+    result = expand(text, tmp_path)
+    assert result.message.startswith(text)
+
+
+@pytest.mark.parametrize("path", ["/gzip-bomb", "/deflate-bomb"])
+def test_a_compressed_response_is_inflated_only_up_to_the_cap(site, tmp_path, path):
+    # Built and warmed before tracing: the server's copy and the TLS setup of the
+    # first client are not the inflation's memory.
+    expand(f"@url:{site}/small-gzip", tmp_path, allow_private_urls=True)
+    tracemalloc.start()
+    try:
+        result = expand(
+            f"@url:{site}{path}", tmp_path, allow_private_urls=True, context_length=10_000_000
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert "[... cut at 1 MB]" in result.message and "all work and no play" in result.message
+    assert peak < 8_000_000, f"peak {peak:,} bytes while inflating a 1 MB-capped response"
+
+
+def test_compressed_responses_are_read_and_unknown_encodings_refused(site, tmp_path):
+    small = expand(f"@url:{site}/small-gzip", tmp_path, allow_private_urls=True)
+    assert "hello from gzip" in small.message
+    brotli = expand(f"@url:{site}/brotli", tmp_path, allow_private_urls=True)
+    assert brotli.references[0].status == "failed"
+    assert "content-encoding br" in brotli.message
+
+
+@pytest.mark.parametrize("path", ["/drip", "/slow-redirect/1"])
+def test_a_url_fetch_has_one_deadline_for_everything(site, tmp_path, monkeypatch, path):
+    import hermes_context.references as references
+
+    monkeypatch.setattr(references, "URL_TIMEOUT_SECONDS", 1.0)
+    started = time.monotonic()
+    result = expand(f"@url:{site}{path}", tmp_path, allow_private_urls=True)
+    assert time.monotonic() - started < 2.0
+    assert result.references[0].status == "failed"
+    assert "took longer than 1 s" in result.message

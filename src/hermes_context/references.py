@@ -8,7 +8,9 @@ is kept as written.
 
 Threats, and the answer to each: a reference that reads a secret or a file
 outside the project (paths resolved with links followed, kept under the
-allowed roots, secrets refused: ``tools.sandbox``); a URL that reaches the
+allowed roots, secrets refused: ``tools.sandbox``); a git command that runs a
+program the workspace's configuration names, or reads an enclosing checkout
+(git runs only through the hardened ``tools.git``); a URL that reaches the
 machine's own services or the cloud metadata endpoint (every address the host
 name resolves to, at every redirect, must be public unless
 ``allow_private_urls``); a reference that floods the window (all attachments
@@ -22,8 +24,10 @@ import ipaddress
 import os
 import re
 import socket
-import subprocess
-from collections.abc import Sequence
+import threading
+import time
+import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -31,7 +35,8 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from .tokens import estimate_tokens_rough
-from .tools.sandbox import PathRefused, relative_display, resolve_path
+from .tools.git import GitRefused, GitUnavailable, run_git
+from .tools.sandbox import PathRefused, relative_display, resolve_path, walk_files
 
 REFERENCE_PATTERN = re.compile(
     r"(?<![\w/])@(?:(?P<simple>diff|staged)\b"
@@ -53,12 +58,20 @@ MAX_FOLDER_ENTRIES = 200
 FOLDER_SKIPPED = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".tox"})
 # @git:N is clamped to this range.
 GIT_LOG_MIN, GIT_LOG_MAX = 1, 10
-GIT_TIMEOUT_SECONDS = 15.0
-# A URL fetch: seconds in all, bytes of body read at most, redirects followed.
+# A URL fetch: seconds in all (resolution, redirects and body together), bytes
+# of body kept at most, redirects followed.
 URL_TIMEOUT_SECONDS = 10.0
 URL_MAX_BYTES = 1_000_000
 URL_MAX_REDIRECTS = 5
 URL_TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml")
+# Content encodings asked for and inflated (zlib window bits of each): only
+# those zlib can inflate a bounded amount at a time.
+URL_ENCODINGS = {
+    "gzip": 16 + zlib.MAX_WBITS,
+    "x-gzip": 16 + zlib.MAX_WBITS,
+    "deflate": zlib.MAX_WBITS,
+}
+URL_ACCEPT_ENCODING = "gzip, deflate"
 
 
 @dataclass
@@ -146,10 +159,17 @@ def expand_references(
     for ref in refs:
         try:
             body = _resolve(ref, base, roots, home, allow_private_urls)
-        except (PathRefused, _Unavailable) as exc:
-            ref.status = "refused" if isinstance(exc, PathRefused) else "failed"
+        except (PathRefused, GitRefused, GitUnavailable, _Unavailable) as exc:
+            ref.status = "refused" if isinstance(exc, (PathRefused, GitRefused)) else "failed"
             ref.detail = str(exc)
             warnings.append(f"{ref.raw}: {exc}")
+            continue
+        except Exception as exc:  # noqa: BLE001 - one bad reference must not end the turn
+            ref.status, ref.detail = "failed", f"{type(exc).__name__}: {exc}"
+            warnings.append(
+                f"{ref.raw}: could not be attached ({ref.detail}); check the reference "
+                "and send the message again"
+            )
             continue
         block = _block(ref, body)
         tokens = estimate_tokens_rough(block)
@@ -189,16 +209,16 @@ def _resolve(
     if ref.kind == "folder":
         return _folder(ref, cwd, roots, home)
     if ref.kind == "diff":
-        return _git(cwd, ["diff"])
+        return _git(cwd, "diff")
     if ref.kind == "staged":
-        return _git(cwd, ["diff", "--staged"])
+        return _git(cwd, "diff", "--staged")
     if ref.kind == "git":
         try:
             count = int(ref.value)
         except ValueError:
             raise _Unavailable(f"@git takes a number of commits, not {ref.value!r}") from None
         count = min(max(count, GIT_LOG_MIN), GIT_LOG_MAX)
-        return _git(cwd, ["log", f"-{count}", "-p"])
+        return _git(cwd, "log", f"-{count}", "-p")
     return _url(ref.value, private_ok)
 
 
@@ -208,7 +228,7 @@ _RANGE = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 def _file(ref: Reference, cwd: Path, roots: list[Path], home: Path | None) -> str:
     raw, start, end = ref.value, None, None
     match = _RANGE.match(raw)
-    if match and not (cwd / raw).exists():
+    if match and not os.path.exists(cwd / raw):  # False, not an error, for a bad name
         raw, start = match.group("path"), int(match.group("start"))
         end = int(match.group("end") or start)
     path = resolve_path(raw, cwd=cwd, roots=roots, hermes_home=home)
@@ -235,56 +255,69 @@ def _folder(ref: Reference, cwd: Path, roots: list[Path], home: Path | None) -> 
     if not path.is_dir():
         raise _Unavailable(f"{ref.value} is not a folder")
     entries: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(path):
-        dirnames[:] = sorted(d for d in dirnames if d not in FOLDER_SKIPPED)
-        here = Path(dirpath)
-        depth = len(here.relative_to(path).parts)
-        for name in sorted(filenames):
-            if len(entries) >= MAX_FOLDER_ENTRIES:
-                entries.append("[... more entries not listed; use @folder on a subfolder]")
-                return "\n".join(entries)
-            try:
-                size = (here / name).stat().st_size
-            except OSError:
-                continue
-            rel = (here / name).relative_to(path).as_posix()
-            entries.append(f"{'  ' * depth}{rel} ({size:,} bytes)")
+    for file in walk_files(path, roots=roots, hermes_home=home, skip_dirs=FOLDER_SKIPPED):
+        if len(entries) >= MAX_FOLDER_ENTRIES:
+            entries.append("[... more entries not listed; use @folder on a subfolder]")
+            break
+        try:
+            size = file.stat().st_size
+        except OSError:
+            continue
+        rel = file.relative_to(path)
+        entries.append(f"{'  ' * (len(rel.parts) - 1)}{rel.as_posix()} ({size:,} bytes)")
     return "\n".join(entries) or "(empty folder)"
 
 
-def _git(cwd: Path, args: list[str]) -> str:
-    try:
-        proc = subprocess.run(
-            ["git", "--no-pager", *args],
-            cwd=cwd,
-            capture_output=True,
-            timeout=GIT_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise _Unavailable("git is not installed") from None
-    except subprocess.TimeoutExpired:
-        raise _Unavailable(f"git {' '.join(args)} took over {GIT_TIMEOUT_SECONDS:g}s") from None
-    if proc.returncode != 0:
-        reason = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise _Unavailable(
-            f"git {' '.join(args)} failed: {reason[0] if reason else proc.returncode}"
-        )
-    out = proc.stdout.decode("utf-8", "replace")
+def _git(cwd: Path, command: str, *args: str) -> str:
+    out = run_git(cwd, command, *args)
     return out if out.strip() else "(no changes)"
 
 
 def _url(url: str, private_ok: bool) -> str:
+    """The page at ``url`` as text, within ``URL_TIMEOUT_SECONDS`` in all.
+
+    Per-read timeouts alone let a server that sends a byte every few seconds
+    hold the turn for ever, so the fetch (resolution, redirects, body) runs on
+    a worker thread the caller waits for until the deadline; the worker checks
+    the same deadline between reads and stops soon after.
+    """
+    deadline = time.monotonic() + URL_TIMEOUT_SECONDS
+    outcome: dict[str, Any] = {}
+
+    def fetch() -> None:
+        try:
+            outcome["text"] = _fetch(url, private_ok, deadline)
+        except Exception as exc:  # noqa: BLE001 - handed to the waiting caller
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=fetch, name="hermes-url-fetch", daemon=True)
+    worker.start()
+    worker.join(max(deadline - time.monotonic(), 0.0))
+    if worker.is_alive():
+        raise _too_slow(url)
+    if "error" in outcome:
+        raise outcome["error"]
+    return str(outcome["text"])
+
+
+def _too_slow(url: str) -> _Unavailable:
+    return _Unavailable(
+        f"{url} took longer than {URL_TIMEOUT_SECONDS:g} s (redirects included); "
+        "try again later or attach a smaller page"
+    )
+
+
+def _fetch(url: str, private_ok: bool, deadline: float) -> str:
     import httpx  # the openai SDK's HTTP client; lazy like every heavy import
 
     current = url
-    with httpx.Client(timeout=URL_TIMEOUT_SECONDS, follow_redirects=False) as client:
+    headers = {"User-Agent": "hermes-context", "Accept-Encoding": URL_ACCEPT_ENCODING}
+    with httpx.Client(follow_redirects=False) as client:
         for _ in range(URL_MAX_REDIRECTS + 1):
             _check_url(current, private_ok)
+            timeout = httpx.Timeout(max(deadline - time.monotonic(), 0.01))
             try:
-                with client.stream(
-                    "GET", current, headers={"User-Agent": "hermes-context"}
-                ) as resp:
+                with client.stream("GET", current, headers=headers, timeout=timeout) as resp:
                     if resp.is_redirect and "location" in resp.headers:
                         current = urljoin(current, resp.headers["location"])
                         continue
@@ -293,7 +326,9 @@ def _url(url: str, private_ok: bool) -> str:
                     kind = resp.headers.get("content-type", "").split(";")[0].strip().lower()
                     if kind and not kind.startswith(URL_TEXT_TYPES):
                         return f"[{kind} content at {url}; not attached]"
-                    body = _read_capped(resp)
+                    body = _read_capped(resp, deadline, url)
+            except httpx.TimeoutException:
+                raise _too_slow(url) from None
             except httpx.HTTPError as exc:
                 raise _Unavailable(f"could not fetch {url}: {type(exc).__name__}: {exc}") from None
             text = body.decode(resp.encoding or "utf-8", errors="replace")
@@ -301,23 +336,56 @@ def _url(url: str, private_ok: bool) -> str:
     raise _Unavailable(f"{url} redirected more than {URL_MAX_REDIRECTS} times")
 
 
-def _read_capped(resp: Any) -> bytes:
+def _read_capped(resp: Any, deadline: float, url: str) -> bytes:
+    """The body, inflated here (never by httpx) so memory stays near the cap.
+
+    httpx inflates each network chunk whole: 64 KB of gzip can become 64 MB
+    before any cap applies. Raw bytes go through ``zlib`` with ``max_length``.
+    """
+    inflate = _inflater(resp.headers.get("content-encoding", ""))
     data = bytearray()
-    for chunk in resp.iter_bytes():
-        data += chunk
-        if len(data) >= URL_MAX_BYTES:
+    for chunk in resp.iter_raw():
+        if time.monotonic() > deadline:
+            raise _too_slow(url)
+        data += inflate(chunk, URL_MAX_BYTES + 1 - len(data))
+        if len(data) > URL_MAX_BYTES:
             return bytes(data[:URL_MAX_BYTES]) + b"\n[... cut at 1 MB]"
     return bytes(data)
 
 
+def _inflater(encoding: str) -> Callable[[bytes, int], bytes]:
+    """A function giving at most ``room`` inflated bytes of the next raw chunk."""
+    name = encoding.strip().lower()
+    if name in ("", "identity"):
+        return lambda chunk, room: chunk[:room]
+    if name not in URL_ENCODINGS:
+        raise _Unavailable(
+            f"the server sent content-encoding {name}, which is not accepted "
+            f"({URL_ACCEPT_ENCODING}); fetch the page another way"
+        )
+    inflater = zlib.decompressobj(URL_ENCODINGS[name])
+
+    def inflate(chunk: bytes, room: int) -> bytes:
+        try:
+            return inflater.decompress(chunk, room)
+        except zlib.error as exc:
+            raise _Unavailable(f"the server's {name} body is corrupt ({exc})") from None
+
+    return inflate
+
+
 def _check_url(url: str, private_ok: bool) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise _Unavailable(f"{url} is not a valid URL ({exc}); fix the host or port") from None
+    if parts.scheme not in ("http", "https") or not host:
         raise PathRefused(f"{url} is not an http(s) URL")
     if private_ok:
         return
     try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
+        infos = socket.getaddrinfo(host, port or 443, proto=socket.IPPROTO_TCP)
     except socket.gaierror as exc:
         raise _Unavailable(f"cannot resolve {parts.hostname}: {exc}") from None
     for info in infos:

@@ -7,7 +7,7 @@ to the workspace) and ``terminal`` (off unless enabled).
 
 from .files import FILE_TOOLS
 from .registry import DEFAULT_TOOLSETS, MAX_RESULT_CHARS, Tool, ToolContext, ToolRegistry
-from .sandbox import PathRefused, resolve_path, sensitive_reason
+from .sandbox import PathRefused, hermes_homes, resolve_path, sensitive_reason, walk_files
 from .stores import MEMORY_TOOLS, SESSION_TOOLS, SKILL_TOOLS
 from .terminal import TERMINAL_TOOLS
 
@@ -25,6 +25,8 @@ __all__ = [
     "ToolContext",
     "ToolRegistry",
     "builtin_registry",
+    "hermes_homes",
     "resolve_path",
     "sensitive_reason",
+    "walk_files",
 ]

@@ -8,14 +8,13 @@ refused or failed call is ``{"error": ...}`` saying what to do instead.
 from __future__ import annotations
 
 import fnmatch
-import os
-import re
 from pathlib import Path
 from typing import Any
 
 from ..fileio import write_text_atomically
+from .bounded_regex import BoundedRegex, RegexTooSlow
 from .registry import Tool, ToolContext
-from .sandbox import PathRefused, relative_display, resolve_path
+from .sandbox import PathRefused, relative_display, resolve_path, walk_files
 
 # Lines read_file returns when the model gives no limit, and at most.
 DEFAULT_READ_LINES = 500
@@ -24,7 +23,8 @@ MAX_READ_LINES = 2_000
 MAX_LINE_CHARS = 2_000
 # Bytes sniffed for NUL to tell binary files from text.
 BINARY_SNIFF_BYTES = 8_192
-# Files bigger than this are skipped by search_files and refused by patch.
+# Files bigger than this are skipped by search_files and refused by patch, and
+# write_file and patch refuse to make one (a replace_all could grow 1 MB to 48).
 MAX_TEXT_FILE_BYTES = 5_000_000
 # Matches search_files returns at most, and files it looks at at most.
 MAX_SEARCH_MATCHES = 200
@@ -33,11 +33,13 @@ MAX_SEARCH_FILES = 20_000
 SKIPPED_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".tox"})
 
 
-def _path(args: dict[str, Any], ctx: ToolContext, key: str = "path") -> Path:
-    raw = args.get(key)
+def _path(args: dict[str, Any], ctx: ToolContext, *, write: bool = False) -> Path:
+    raw = args.get("path")
     if not isinstance(raw, str):
-        raise PathRefused(f"'{key}' must be a string path inside the workspace")
-    return resolve_path(raw, cwd=ctx.workspace, roots=[ctx.workspace], hermes_home=ctx.hermes_home)
+        raise PathRefused("'path' must be a string path inside the workspace")
+    return resolve_path(
+        raw, cwd=ctx.workspace, roots=[ctx.workspace], hermes_home=ctx.hermes_home, write=write
+    )
 
 
 def _int(args: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
@@ -89,7 +91,12 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 
 def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    """Lines matching a regular expression in files matching a glob, under ``path``."""
+    """Lines matching a regular expression in files matching a glob, under ``path``.
+
+    The pattern runs under one deadline for the whole call (``BoundedRegex``):
+    a pattern that backtracks without end, or a search over too much, stops
+    with an error and the matches found so far.
+    """
     pattern = args.get("pattern")
     glob = args.get("glob") or "*"
     if not isinstance(pattern, str) or not pattern:
@@ -97,16 +104,17 @@ def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if not isinstance(glob, str):
         return {"error": "'glob' must be a string such as '*.py'"}
     try:
-        regex = re.compile(pattern)
+        matcher = BoundedRegex(pattern)
         base = _path({"path": args.get("path") or "."}, ctx)
         limit = _int(args, "limit", 50, 1, MAX_SEARCH_MATCHES)
-    except re.error as exc:
-        return {"error": f"bad regular expression: {exc}"}
     except ValueError as exc:
         return {"error": str(exc)}
     matches: list[dict[str, Any]] = []
     files = 0
-    for path in _walk(base):
+    walk = walk_files(
+        base, roots=[ctx.workspace], hermes_home=ctx.hermes_home, skip_dirs=SKIPPED_DIRS
+    )
+    for path in walk:
         if ctx.cancel.is_set():
             break
         rel = relative_display(path, [ctx.workspace])
@@ -115,34 +123,32 @@ def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         files += 1
         if files > MAX_SEARCH_FILES:
             break
-        if _skip_file(path, ctx):
-            continue
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            for number, line in enumerate(fh, start=1):
-                if regex.search(line):
-                    matches.append({"path": rel, "line": number, "text": _clip_line(line.rstrip())})
-                    if len(matches) >= limit:
-                        return {"matches": matches, "truncated": True}
+        try:
+            if _search_file(matcher, path, rel, matches, limit):
+                return {"matches": matches, "truncated": True}
+        except RegexTooSlow as exc:
+            return {"error": str(exc), "matches": matches, "truncated": True}
     return {"matches": matches, "truncated": False, "files_searched": min(files, MAX_SEARCH_FILES)}
 
 
-def _walk(base: Path):  # type: ignore[no-untyped-def]
-    if base.is_file():
-        yield base
-        return
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
-        for name in sorted(filenames):
-            yield Path(dirpath) / name
+def _search_file(
+    matcher: BoundedRegex, path: Path, rel: str, matches: list[dict[str, Any]], limit: int
+) -> bool:
+    """Append the matching lines of one file; True once ``limit`` matches are found."""
+    if _skip_file(path):
+        return False
+    text = path.read_text(encoding="utf-8", errors="replace")
+    for number, line in matcher.matching_lines(text):
+        matches.append({"path": rel, "line": number, "text": _clip_line(line.rstrip())})
+        if len(matches) >= limit:
+            return True
+    return False
 
 
-def _skip_file(path: Path, ctx: ToolContext) -> bool:
+def _skip_file(path: Path) -> bool:
     try:
-        resolve_path(
-            str(path), cwd=ctx.workspace, roots=[ctx.workspace], hermes_home=ctx.hermes_home
-        )
         return path.stat().st_size > MAX_TEXT_FILE_BYTES or _is_binary(path)
-    except (PathRefused, OSError):
+    except OSError:
         return True
 
 
@@ -152,11 +158,14 @@ def write_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if not isinstance(content, str):
         return {"error": "'content' (the whole new file text) is required"}
     try:
-        path = _path(args, ctx)
+        path = _path(args, ctx, write=True)
     except ValueError as exc:
         return {"error": str(exc)}
     if path.is_dir():
         return {"error": f"{args['path']} is a directory"}
+    too_big = _too_big(_utf8_len(content), "the file")
+    if too_big:
+        return {"error": too_big}
     existed = path.exists()
     _atomic_write(path, content)
     return {
@@ -175,7 +184,7 @@ def patch(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if not isinstance(new, str):
         return {"error": "'new_string' (the replacement text) is required"}
     try:
-        path = _path(args, ctx)
+        path = _path(args, ctx, write=True)
     except ValueError as exc:
         return {"error": str(exc)}
     shown = relative_display(path, [ctx.workspace])
@@ -192,9 +201,27 @@ def patch(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             "error": f"old_string occurs {count} times in {shown}; add surrounding lines to "
             "make it unique, or set replace_all"
         }
+    size = len(text.encode("utf-8")) + count * (_utf8_len(new) - _utf8_len(old))
+    too_big = _too_big(size, "the patched file")
+    if too_big:
+        return {"error": too_big}
     first_line = text[: text.index(old)].count("\n") + 1
     _atomic_write(path, text.replace(old, new))
     return {"path": shown, "replacements": count, "line": first_line}
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _too_big(size: int, what: str) -> str | None:
+    """The error for a file result over ``MAX_TEXT_FILE_BYTES``, or None."""
+    if size <= MAX_TEXT_FILE_BYTES:
+        return None
+    return (
+        f"{what} would be {size:,} bytes, over the {MAX_TEXT_FILE_BYTES:,}-byte limit of "
+        "the file tools; split it into several files or generate it with a script"
+    )
 
 
 def _atomic_write(path: Path, content: str) -> None:
