@@ -552,3 +552,12 @@ def test_huge_limits_are_refused_clearly(session_db, limit, shown):
     ):
         session_db.session_search(around_message_id=limit)
     assert session_db.session_search(limit=limit)["count"] == 1  # clamped to 10
+
+
+def test_end_session_keeps_the_first_end(session_db):
+    session_db.create_session("s")
+    session_db.end_session("s", "compression")
+    first = session_db.get_session("s")["ended_at"]
+    session_db.end_session("s", "resumed_other")
+    ended = session_db.get_session("s")
+    assert (ended["end_reason"], ended["ended_at"]) == ("compression", first)

@@ -254,12 +254,18 @@ class SessionDB:
         )
 
     def end_session(self, session_id: str, end_reason: str) -> None:
-        """Record that a session ended, and why (``user_exit``, ``compression``, ...)."""
+        """Record that a session ended, and why (``user_exit``, ``compression``, ...).
+
+        The first end is kept: a session rotated away (``compression``) and
+        then closed stays ended by ``compression`` at its first time, which is
+        what lineage (and Hermes) follow.
+        """
 
         def run(conn: sqlite3.Connection) -> None:
             self._require(conn, session_id)
             conn.execute(
-                "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ?",
+                "UPDATE sessions SET ended_at = coalesce(ended_at, ?), "
+                "end_reason = coalesce(end_reason, ?) WHERE id = ?",
                 (time.time(), end_reason, session_id),
             )
 
