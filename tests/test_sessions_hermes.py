@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import copy
+import itertools
 import sqlite3
 import warnings
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hermes_context import SessionDB, StoreError
+from hermes_context.agent import wire
 from hermes_context.llm.testing import FunctionModel
 from hermes_homes import (
     CJK_PHRASE,
@@ -163,6 +168,47 @@ def test_hermes_system_prompt_and_token_counts_are_read(home):
     assert s1["title"] == "Nightly ETL failure"
 
 
+@pytest.mark.parametrize("home", WRITABLE, indirect=True)
+@pytest.mark.parametrize("session", [S1, S4])
+def test_an_agent_resumes_a_hermes_session_with_a_valid_request(home, session):
+    from hermes_context import AIAgent
+
+    model = FunctionModel(lambda messages, tools: f"answer {OUR_WORD}")
+    agent = AIAgent(chat_model=model, hermes_home=home, session_id=session, use_llm_summary=False)
+    try:
+        result = agent.run_conversation("and what now?")
+    finally:
+        agent.close()
+    assert result["session_id"] == session
+    [call] = model.calls
+    sent = call.messages
+    assert sent[0]["role"] == "system" and sent[-1] == {"role": "user", "content": "and what now?"}
+    with SessionDB(home / "state.db") as db:
+        history = [m for m in db.get_messages(session) if m["role"] != "system"]
+    # The whole Hermes history is sent (FunctionModel refuses an invalid sequence):
+    # s1's tool call with its result; s4's summary joined with the user's message after it.
+    sent_text = "\n".join(m.get("content") or "" for m in sent)
+    position = 0
+    for stored in history[:-2]:
+        position = sent_text.index(stored["content"], position)
+    if session == S1:
+        assert [m["role"] for m in sent] == [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+        ]
+    else:
+        assert "session_recall with summary_message_id=19" in sent[1]["content"]
+    assert history[-2:] == [
+        {"role": "user", "content": "and what now?"},
+        {"role": "assistant", "content": f"answer {OUR_WORD}"},
+    ]
+    assert hermes_fts(home / "state.db", OUR_WORD)
+
+
 @pytest.mark.parametrize("home", ["v25-cjk"], indirect=True)
 def test_an_agent_on_a_read_only_hermes_file_says_how_to_write(home):
     from hermes_context import AIAgent
@@ -186,3 +232,33 @@ def test_a_rotation_in_a_hermes_file_keeps_titles_unique(home):
     conn = sqlite3.connect(home / "state.db")
     assert conn.execute("SELECT count(DISTINCT title) = count(title) FROM sessions").fetchone()
     conn.close()
+
+
+_plain = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant"]), "content": st.text(max_size=20)}
+)
+_calling = st.fixed_dictionaries(
+    {
+        "role": st.just("assistant"),
+        "content": st.none(),
+        "tool_calls": st.just([{"id": "c", "type": "function", "function": {"name": "f"}}]),
+    }
+)
+
+
+@given(st.lists(st.one_of(_plain, _calling), max_size=12))
+def test_runs_of_one_role_are_joined_on_the_wire_losing_no_text(messages):
+    original = copy.deepcopy(messages)
+    joined = wire.joined_runs(messages)
+    assert messages == original  # the stored conversation is not touched
+    for a, b in itertools.pairwise(joined):
+        assert not (
+            a["role"] == b["role"]
+            and isinstance(a["content"], str)
+            and isinstance(b["content"], str)
+        )
+    assert [m["role"] for m in joined if m.get("tool_calls")] == [
+        m["role"] for m in messages if m.get("tool_calls")
+    ]
+    texts = "\n\n".join(m["content"] for m in messages if isinstance(m["content"], str))
+    assert "\n\n".join(m["content"] for m in joined if isinstance(m["content"], str)) == texts
