@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from ..config import resolve_hermes_home
 from ..errors import StoreError
-from . import compaction, connection, indexing, layout, queries, search, views
+from . import compaction, connection, importing, indexing, layout, queries, search, views
 from .fts import FTS_TOKENIZER
 from .migrations import check_not_newer, check_readable, migrate
 
@@ -424,6 +424,38 @@ class SessionDB:
             return sid
 
         return self._write(run)
+
+    def import_from(self, source: str | os.PathLike[str]) -> importing.ImportReport:
+        """Copy the sessions of another ``state.db`` into this one, losing nothing; idempotent.
+
+        Args:
+            source: A Hermes home (or another hermes-context home) or its
+                ``state.db``; it is only read.
+
+        Returns:
+            What was added, extended, already here, or changed on both sides.
+
+        Raises:
+            StoreError: no such file, not a session database, or this store's own file.
+        """
+        path = Path(source).expanduser()
+        if path.is_dir():
+            path = path / DB_FILENAME
+        if not path.is_file():
+            raise StoreError(
+                f"{path} not found; pass a Hermes home folder or its {DB_FILENAME}", path=str(path)
+            )
+        if self.path.exists() and os.path.samefile(path, self.path):
+            raise StoreError(
+                f"{path} is this store's own database; pass another home", path=str(path)
+            )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a source we may not write is fine: it is only read
+            other = SessionDB(path, read_only=True)
+        with other:
+            return other._read(
+                lambda src: self._write(lambda dst: importing.copy_sessions(src, dst, str(path)))
+            )
 
     def get_messages(
         self, session_id: str, *, include_compacted: bool = False
