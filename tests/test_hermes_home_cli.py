@@ -1,4 +1,4 @@
-"""A Hermes user's home through the real entry point: every ``sessions`` command,
+"""A Hermes user's home through the real entry point: every ``sessions`` command, ``doctor``,
 ``run --session`` — and Hermes still writes the file afterwards."""
 
 from __future__ import annotations
@@ -53,6 +53,42 @@ def _digest(path):
 def server():
     with ScriptedLLMServer() as srv:
         yield srv
+
+
+@pytest.mark.parametrize(("name", "version"), [("v2", 2), ("v25", 25), ("v25-cjk", 25)])
+def test_doctor_reports_a_hermes_home_and_changes_nothing(tmp_path, name, version):
+    home = copy_home(name, tmp_path / name)
+    (home / ".env").write_text("OPENAI_API_KEY=sk-never-shown\n", encoding="utf-8")
+    db_before, files_before = _digest(home / "state.db"), sorted(os.listdir(home))
+    report = as_json(invoke("doctor", "--home", str(home), "--json"))
+    assert "sk-never-shown" not in json.dumps(report)
+    assert _digest(home / "state.db") == db_before
+    sidecars = {"state.db-shm", "state.db-wal"}  # SQLite's own, when a WAL file is read
+    assert sorted(set(os.listdir(home)) - sidecars) == sorted(set(files_before) - sidecars)
+    db = report["state_db"]
+    assert (db["hermes_schema_version"], db["sessions"], db["messages"]) == (version, 4, 21)
+    assert db["migrations_applied"] == [] and "sessions_and_messages" in db["migrations_pending"]
+    assert db["journal_mode"] == ("wal" if name == "v2" else "delete")
+    fts = {t["name"]: t for t in db["fts"]}
+    assert fts["messages_fts"]["usable"] and fts["messages_fts"]["owner"] == "other (Hermes)"
+    if name == "v25-cjk":
+        assert fts["messages_fts_cjk"]["tokenizer"] == "cjk_unicode61"
+        assert not fts["messages_fts_cjk"]["usable"] and not db["writable"]
+        assert "cjk_unicode61" in db["read_only_reason"]
+    else:
+        assert db["writable"]
+    assert [(m["file"], m["entries"]) for m in report["memory"]] == [
+        ("memories/MEMORY.md", 3),
+        ("memories/USER.md", 2),
+    ]
+    assert all(m["chars"] <= m["limit"] for m in report["memory"])
+    assert report["skills"]["count"] == 3
+    assert "model.default" in report["config"]["unknown"]
+    assert "compression.threshold" in report["config"]["known"]
+    assert report["credential_files"] == [".env"]
+    text = invoke("doctor", "--home", str(home))
+    assert text.exit_code == 0 and f"Hermes schema {version}" in text.stdout
+    assert ".env (contents not read)" in text.stdout
 
 
 @pytest.mark.parametrize("name", ["v2", "v25"])
@@ -153,3 +189,30 @@ def test_import_from_hermes_copies_everything_once(tmp_path, server, name):
     assert hermes_fts(copied, HERMES_WORD) == [theirs] and hermes_fts(copied, TOOL_WORD)
     assert hermes_fts(copied, ANSWER)
     assert header_journal_bytes(copied) == b"\x02\x02" and integrity(copied) == "ok"
+
+
+def test_a_home_we_create_takes_every_command_and_hermes_writes(tmp_path, server):
+    h = ["--home", str(tmp_path / "fresh")]
+    server.enqueue(Reply.text(f"{ANSWER} one"))
+    first = invoke("run", "hello there", "--json", "--base-url", server.base_url,
+                   "--model", "scripted-model", *h)  # fmt: skip
+    sid = as_json(first)["session_id"]
+    server.enqueue(Reply.text(f"{ANSWER} two"))
+    again = invoke("run", "and again", "--session", sid, "--base-url", server.base_url,
+                   "--model", "scripted-model", *h)  # fmt: skip
+    assert again.exit_code == 0, again.output
+    path = tmp_path / "fresh" / "state.db"
+    report = as_json(invoke("doctor", *h, "--json"))["state_db"]
+    assert report["hermes_schema_version"] is None and report["migrations_pending"] == []
+    assert report["journal_mode"] == "wal" and report["writable"]
+    assert [s["id"] for s in as_json(invoke("sessions", "list", *h, "--json"))] == [sid]
+    assert invoke("sessions", "show", sid, *h).exit_code == 0
+    assert len(as_json(invoke("sessions", "search", ANSWER, *h, "--json"))) == 2
+    assert "and again" in invoke("sessions", "export", sid, "--format", "md", *h).stdout
+    theirs = hermes_writes(path, LATEST)
+    assert hermes_fts(path, HERMES_WORD) == [theirs]
+    assert len(hermes_fts(path, ANSWER)) == 2
+    assert header_journal_bytes(path) == b"\x02\x02" and integrity(path) == "ok"
+    found = as_json(invoke("sessions", "search", HERMES_WORD, *h, "--json"))
+    assert [x["message_id"] for x in found] == [theirs]
+    assert invoke("sessions", "delete", sid, "-y", *h).exit_code == 0
