@@ -168,6 +168,16 @@ def owned_by(session: dict[str, Any] | None, user_id: str | None) -> bool:
     return session is not None and (user_id is None or session["user_id"] == user_id)
 
 
+# The sessions of the lineage whose root is the first parameter: found down the
+# parent links (an index), where the root column of a session another program
+# wrote is derived and cannot be looked up by index.
+LINEAGE = (
+    "WITH RECURSIVE lineage(id, depth) AS (SELECT ?, 0 UNION ALL "
+    "SELECT s.id, l.depth + 1 FROM main.sessions s JOIN lineage l ON s.parent_session_id = l.id "
+    f"WHERE l.depth < {MAX_LINEAGE_DEPTH})"
+)
+
+
 def visible_root(conn: sqlite3.Connection, root_session_id: str, user_id: str | None) -> str:
     """The lineage root as ``user_id`` may see it.
 
@@ -178,8 +188,8 @@ def visible_root(conn: sqlite3.Connection, root_session_id: str, user_id: str | 
     if user_id is None:
         return root_session_id
     row = conn.execute(
-        "SELECT id FROM hc_sessions WHERE root_session_id = ? AND user_id = ? "
-        "ORDER BY started_at, rowid LIMIT 1",
+        f"{LINEAGE} SELECT id FROM hc_sessions WHERE id IN (SELECT id FROM lineage) "
+        "AND user_id = ? ORDER BY started_at, rowid LIMIT 1",
         (root_session_id, user_id),
     ).fetchone()
     return row[0] if row else root_session_id

@@ -291,7 +291,10 @@ def _browse_entry(conn: sqlite3.Connection, root: str, user_id: str | None) -> d
     (children of a session without a user).
     """
     mine, args = ("", ()) if user_id is None else (" AND user_id = ?", (user_id,))
-    base = f"{queries.SESSION_SELECT} WHERE root_session_id = ?{mine} ORDER BY started_at"
+    base = (
+        f"{queries.LINEAGE} {queries.SESSION_SELECT} WHERE id IN (SELECT id FROM lineage)"
+        f"{mine} ORDER BY started_at"
+    )
     latest = conn.execute(f"{base} DESC, rowid DESC LIMIT 1", (root, *args)).fetchone()
     first = conn.execute(f"{base}, rowid LIMIT 1", (root, *args)).fetchone()
     entry = session_entry(conn, queries.session_to_dict(latest), user_id)
