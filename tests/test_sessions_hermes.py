@@ -262,3 +262,47 @@ def test_runs_of_one_role_are_joined_on_the_wire_losing_no_text(messages):
     ]
     texts = "\n\n".join(m["content"] for m in messages if isinstance(m["content"], str))
     assert "\n\n".join(m["content"] for m in joined if isinstance(m["content"], str)) == texts
+
+
+# What later Hermes schemas (up to 30) add, in kind: columns with and without
+# defaults, a table, a trigger that writes back into the row just inserted.
+NEWER_HERMES = """
+ALTER TABLE sessions ADD COLUMN title_source TEXT;
+ALTER TABLE sessions ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE messages ADD COLUMN _compressed_summary INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE messages ADD COLUMN display_order INTEGER;
+CREATE TABLE session_turn_leases (conversation_id TEXT PRIMARY KEY, holder TEXT NOT NULL);
+CREATE TRIGGER messages_display_order_insert AFTER INSERT ON messages
+WHEN new.display_order IS NULL
+BEGIN
+    UPDATE messages SET display_order = new.id WHERE id = new.id;
+END;
+UPDATE schema_version SET version = 30;
+UPDATE messages SET content = 'Earlier: parts 0-5 done.', _compressed_summary = 1 WHERE id = 19;
+"""
+
+
+@pytest.mark.parametrize("home", ["v25"], indirect=True)
+def test_a_newer_hermes_schema_is_read_by_its_columns_not_its_number(home):
+    path = home / "state.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(NEWER_HERMES)
+    conn.close()
+    journal = header_journal_bytes(path)
+    with SessionDB(path) as db:
+        [summary] = db.get_message_records(S4)[:1]
+        assert summary["is_summary"]  # flagged by its column, whatever its text
+        assert len(db.recall(S4, summary["id"])) == 12
+        [ours] = db.append_messages(S4, [{"role": "user", "content": OUR_WORD}])
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT display_order FROM messages WHERE id = ?", (ours,)).fetchone() == (
+        ours,
+    )
+    with conn:
+        conn.execute(
+            "INSERT INTO messages (session_id, role, content, timestamp, _compressed_summary, "
+            f"display_order) VALUES ('{S4}', 'user', '{HERMES_WORD}', 1.0, 0, NULL)"
+        )
+    conn.close()
+    assert hermes_fts(path, OUR_WORD) == [ours] and hermes_fts(path, HERMES_WORD)
+    assert header_journal_bytes(path) == journal and integrity(path) == "ok"
