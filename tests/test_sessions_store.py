@@ -565,3 +565,12 @@ def test_end_session_keeps_the_first_end(session_db):
     session_db.end_session("s", "resumed_other")
     ended = session_db.get_session("s")
     assert (ended["end_reason"], ended["ended_at"]) == ("compression", first)
+
+
+def test_sessions_started_in_the_same_instant_list_newest_written_first(session_db, monkeypatch):
+    monkeypatch.setattr(time, "time", lambda: 1_700_000_000.0)
+    written = ["m", "b", "z", "c", "a"]
+    for sid in written:
+        session_db.create_session(sid)
+    assert [s["id"] for s in session_db.list_sessions()] == written[::-1]
+    assert [s["id"] for s in session_db.list_sessions(limit=1)] == ["a"]

@@ -90,6 +90,8 @@ def sessions_view(layout: Layout) -> str:
     """``SELECT`` of the ``hc_sessions`` view for this layout."""
     s = _Columns(layout, "sessions", "s")
     columns = {
+        # A view has no rowid of its own: the table's, to break ties in time order.
+        "rowid": "s.rowid",
         "id": "s.id",
         "parent_session_id": s.get("parent_session_id"),
         "root_session_id": _root(s),
