@@ -1,10 +1,11 @@
 """``SessionDB``: the session history in ``$HERMES_HOME/state.db``.
 
-One SQLite file in WAL mode, one connection per thread (and per process after
-a fork), every multi-step write in one ``BEGIN IMMEDIATE`` transaction. A
-transaction retried after a busy error repeats no side effect of the caller's
-(progress is only reported past what was reported before), and reads write
-nothing.
+One SQLite file (ours in WAL mode; Hermes's in the journal mode it has), one
+connection per thread (and per process after a fork), every multi-step write
+in one ``BEGIN IMMEDIATE`` transaction. A transaction retried after a busy
+error repeats no side effect of the caller's (progress is only reported past
+what was reported before). Reads write nothing, except that a search first
+indexes rows another program stored since (see ``indexing.index_new_rows``).
 """
 
 from __future__ import annotations
@@ -74,11 +75,15 @@ class SessionDB:
 
     Args:
         path: The database file; default ``$HERMES_HOME/state.db``. It is
-            created (with its folder, mode 0600) when missing, upgraded when
-            older, and refused when newer or not an SQLite database.
+            created (with its folder, mode 0600) when missing, given what it
+            lacks when it is older or another program's (Hermes's), and
+            refused when a newer hermes-context migrated it or it is not an
+            SQLite database.
         read_only: Open without writing anything; every change then raises
             ``StoreError``. Default: read-only exactly when the file or its
-            folder is not writable by this process.
+            folder is not writable by this process. A file with a full-text
+            index whose tokenizer this process cannot load (Hermes's
+            ``cjk_unicode61``) is always opened read-only, with a warning.
 
     Attributes:
         read_only: Whether this store refuses changes.
