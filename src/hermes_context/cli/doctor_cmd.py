@@ -68,13 +68,12 @@ def _config(home: Path) -> tuple[dict[str, Any], Config | None]:
 
 
 def _memory(home: Path, config: Config | None) -> list[dict[str, Any]]:
-    limits = {}
-    if config is not None:
-        limits = {
-            "memory_char_limit": config.memory.memory_char_limit,
-            "user_char_limit": config.memory.user_char_limit,
-        }
-    store = MemoryStore(home / MEMORY_FOLDER, **limits)
+    mem = (config or Config()).memory  # a config that does not load: the default limits
+    store = MemoryStore(
+        home / MEMORY_FOLDER,
+        memory_char_limit=mem.memory_char_limit,
+        user_char_limit=mem.user_char_limit,
+    )
     out = []
     for target, name in MEMORY_TARGETS.items():
         entry: dict[str, Any] = {"file": f"{MEMORY_FOLDER}/{name}"}
