@@ -141,7 +141,7 @@ def test_rotation_carries_on_in_a_child(session_db):
     assert parent["end_reason"] == "compression" and parent["ended_at"] is not None
     c = session_db.get_session(child)
     assert (c["parent_session_id"], c["root_session_id"], c["title"], c["user_id"], c["model"]) == (
-        sid, sid, "quokka", "u1", "m",
+        sid, sid, "quokka #2", "u1", "m",
     )  # fmt: skip
     assert session_db.get_messages(child) == result.messages
     assert session_db.get_messages(sid) == BEFORE  # the parent stays whole, as an audit trail

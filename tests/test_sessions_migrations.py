@@ -7,9 +7,10 @@ import sqlite3
 
 import pytest
 
+import legacy_state_db
 from hermes_context import SessionDB, StoreError
 from hermes_context.sessions import SCHEMA_VERSION, indexing
-from hermes_context.sessions.migrations import MIGRATIONS, migrate
+from hermes_context.sessions.migrations import MIGRATIONS
 
 
 def test_migrations_are_numbered_without_gaps():
@@ -28,8 +29,7 @@ def test_new_database_gets_every_migration_logged(tmp_path):
 
 
 def _version_1_database(path):
-    conn = sqlite3.connect(path, isolation_level=None)
-    assert migrate(conn, target=1) == 1
+    conn = legacy_state_db.build(path, 1)
     conn.execute(
         "INSERT INTO sessions (id, root_session_id, source, started_at) VALUES ('old', 'old', 'cli', 1.0)"
     )
@@ -129,8 +129,7 @@ VERSION_3_ROWS = [
 
 
 def _version_3_database(path):
-    conn = sqlite3.connect(path, isolation_level=None)
-    assert migrate(conn, target=3) == 3
+    conn = legacy_state_db.build(path, 3)
     conn.execute(
         "INSERT INTO sessions (id, root_session_id, source, started_at) VALUES ('old', 'old', 'cli', 1.0)"
     )
@@ -143,15 +142,16 @@ def _version_3_database(path):
     return conn
 
 
-def _fts_ids(conn, expression):
-    rows = conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (expression,))
+def _fts_ids(conn, expression, table="message_search"):
+    rows = conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?", (expression,))
     return sorted(r[0] for r in rows)
 
 
 def test_migration_4_recomputes_the_search_text_of_existing_messages(tmp_path):
     path = tmp_path / "state.db"
     conn = _version_3_database(path)
-    assert _fts_ids(conn, '"KeyError"') == [] and _fts_ids(conn, '"nKeyError"') == [1]
+    assert _fts_ids(conn, '"KeyError"', "messages_fts") == []
+    assert _fts_ids(conn, '"nKeyError"', "messages_fts") == [1]
     stored = conn.execute("SELECT id, content FROM messages ORDER BY id").fetchall()
     conn.close()
     with SessionDB(path) as db:
@@ -198,5 +198,6 @@ def test_migration_4_failing_midway_leaves_version_3_untouched(tmp_path, monkeyp
     conn = sqlite3.connect(path, isolation_level=None)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
     assert list(conn.iterdump()) == dump
-    assert _fts_ids(conn, '"KeyError"') == [] and _fts_ids(conn, '"nKeyError"') == [1]
+    assert _fts_ids(conn, '"KeyError"', "messages_fts") == []
+    assert _fts_ids(conn, '"nKeyError"', "messages_fts") == [1]
     conn.close()

@@ -127,7 +127,7 @@ def test_four_writers_four_readers_under_load(tmp_path):
     counted = dict(conn.execute("SELECT session_id, count(*) FROM messages GROUP BY session_id"))
     for sid, message_count in conn.execute("SELECT id, message_count FROM sessions"):
         assert message_count == counted.get(sid, 0)
-    indexed = conn.execute("SELECT count(*) FROM messages_fts").fetchone()[0]
+    indexed = conn.execute("SELECT count(*) FROM message_search").fetchone()[0]
     assert indexed == len(tags) == sum(r["written"] for r in writers)
     conn.close()
 
@@ -177,7 +177,7 @@ def _intact(db):
     """The reopened database passes SQLite's and FTS5's integrity checks."""
     conn = db._conn()
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")
+    conn.execute("INSERT INTO message_search(message_search, rank) VALUES ('integrity-check', 1)")
     return conn
 
 
@@ -192,7 +192,7 @@ def test_sigkill_during_append_keeps_all_or_none(tmp_path, after):
         ).fetchall()
         assert all(count == 300 for _, count in per_batch), per_batch
         assert db.get_session("victim")["message_count"] == 300 * len(per_batch)
-        indexed = conn.execute("SELECT count(*) FROM messages_fts").fetchone()[0]
+        indexed = conn.execute("SELECT count(*) FROM message_search").fetchone()[0]
         assert indexed == 300 * len(per_batch)
         # The database still takes writes.
         db.append_messages("victim", [{"role": "user", "content": "after the crash"}])

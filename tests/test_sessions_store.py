@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import legacy_state_db
 from hermes_context import InvalidMessagesError, SessionDB, StoreError
 from hermes_context.sessions import SessionNotFoundError
-from hermes_context.sessions.migrations import migrate
 
 TOOL_CALL = {
     "id": "call_1",
@@ -491,19 +491,23 @@ def test_read_only_store_cannot_create_a_database(tmp_path):
     assert list(folder.iterdir()) == []
 
 
-def test_read_only_store_refuses_a_database_that_needs_new_tables(tmp_path):
+def test_read_only_store_reads_a_database_of_an_earlier_release(tmp_path):
     path = tmp_path / "state.db"
-    conn = sqlite3.connect(path, isolation_level=None)
-    migrate(conn, target=2)
+    conn = legacy_state_db.build(path, 2)
+    conn.execute(
+        "INSERT INTO sessions (id, root_session_id, source, started_at) VALUES ('old', 'old', 'cli', 1.0)"
+    )
+    conn.execute(
+        "INSERT INTO messages (session_id, seq, role, content, timestamp, token_estimate) "
+        "VALUES ('old', 0, 'user', 'wombat from release two', 1.0, 9)"
+    )
     conn.close()
-    with pytest.raises(StoreError, match="is read-only and at schema version 2, older than"):
-        SessionDB(path, read_only=True)
-    # Version 3 lacks only recomputed search text: readable as it is.
-    conn = sqlite3.connect(path, isolation_level=None)
-    migrate(conn, target=3)
-    conn.close()
+    before = path.read_bytes()
     with SessionDB(path, read_only=True) as db:
-        assert db.list_sessions() == []
+        assert db.get_messages("old") == [{"role": "user", "content": "wombat from release two"}]
+        assert db.list_compactions("old") == []
+        assert [h["session_id"] for h in db.search("wombat")] == ["old"]
+    assert path.read_bytes() == before
 
 
 needs_non_root = pytest.mark.skipif(
@@ -552,3 +556,21 @@ def test_huge_limits_are_refused_clearly(session_db, limit, shown):
     ):
         session_db.session_search(around_message_id=limit)
     assert session_db.session_search(limit=limit)["count"] == 1  # clamped to 10
+
+
+def test_end_session_keeps_the_first_end(session_db):
+    session_db.create_session("s")
+    session_db.end_session("s", "compression")
+    first = session_db.get_session("s")["ended_at"]
+    session_db.end_session("s", "resumed_other")
+    ended = session_db.get_session("s")
+    assert (ended["end_reason"], ended["ended_at"]) == ("compression", first)
+
+
+def test_sessions_started_in_the_same_instant_list_newest_written_first(session_db, monkeypatch):
+    monkeypatch.setattr(time, "time", lambda: 1_700_000_000.0)
+    written = ["m", "b", "z", "c", "a"]
+    for sid in written:
+        session_db.create_session(sid)
+    assert [s["id"] for s in session_db.list_sessions()] == written[::-1]
+    assert [s["id"] for s in session_db.list_sessions(limit=1)] == ["a"]

@@ -344,7 +344,16 @@ class AIAgent:
             tool_guidance=prompts.tool_guidance(self.toolsets),
         )
         system = {"role": "system", "content": self.prompt_parts.text, UNINDEXED_KEY: True}
-        self._append([system])
+        if not self.messages:
+            self._append([system])
+            return
+        # A session started elsewhere (Hermes keeps its prompt outside the messages):
+        # ours goes first, and the history is closed on record as for our own.
+        ids = self.db.prepend_messages(self.session_id, [system])
+        self.messages.insert(0, system)
+        self._ids[:0] = ids
+        self._tokens.insert(0, estimate_messages_tokens_rough([system]))
+        self._repair_cut_turn()
 
     def _repair_cut_turn(self) -> None:
         """A process killed mid-turn leaves a user message or tool calls unanswered:
@@ -605,7 +614,7 @@ class AIAgent:
     def _wire_messages(self) -> list[dict[str, Any]]:
         """The request: the messages, summaries with their recall hint, the provider's
         recall for this turn, maybe the notice."""
-        out = self.with_recall_hints(self.messages)
+        out = wire.joined_runs(self.with_recall_hints(self.messages))
         if self._recall:
             out = wire.with_recall_block(out, self._recall)
         notice = self._notice()

@@ -39,6 +39,35 @@ def with_recall_block(messages: list[dict[str, Any]], block: str) -> list[dict[s
     return messages
 
 
+def joined_runs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Two user (or two plain assistant) messages in a row joined into one, on the wire.
+
+    A history written by another program may hold them (Hermes opens a
+    session it split off with a summary and then the user's message, both
+    ``user``); providers that require turns to alternate refuse that. The
+    text is joined with a blank line; the stored conversation is unchanged.
+    """
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        prev = out[-1] if out else None
+        if prev is not None and _joinable(prev, m):
+            out[-1] = {**prev, "content": f"{prev['content']}\n\n{m['content']}"}
+        else:
+            out.append(m)
+    return out
+
+
+def _joinable(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return (
+        a.get("role") == b.get("role")
+        and a.get("role") in ("user", "assistant")
+        and not a.get("tool_calls")
+        and not b.get("tool_calls")
+        and isinstance(a.get("content"), str)
+        and isinstance(b.get("content"), str)
+    )
+
+
 def window_from_error(text: str) -> int | None:
     match = _WINDOW_RE.search(text)
     return int(match.group(1).replace(",", "")) if match else None

@@ -18,6 +18,7 @@ _SUBCOMMANDS = {
     "chat": ("hermes_context.cli.agent_cmd", "chat"),
     "compress": ("hermes_context.cli.compress_cmd", "compress"),
     "config": ("hermes_context.cli.config_cmd", "config"),
+    "doctor": ("hermes_context.cli.doctor_cmd", "doctor"),
     "memory": ("hermes_context.cli.memory_cmd", "memory"),
     "providers": ("hermes_context.cli.providers_cmd", "providers"),
     "review": ("hermes_context.cli.agent_cmd", "review"),

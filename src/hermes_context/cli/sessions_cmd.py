@@ -26,6 +26,7 @@ from ..messages import content_text
 from ..sessions import DB_FILENAME, SearchQueryError, SessionDB, SessionNotFoundError
 from ._common import (
     EXIT_USAGE,
+    BadArgumentError,
     NotFoundError,
     handle_errors,
     home_option,
@@ -203,7 +204,11 @@ def show(session_id: str, include_compacted: bool, hermes_home: str | None, as_j
     if session["end_reason"]:
         parts.append(f"ended: {session['end_reason']}")
     parts.append(f"{session['message_count']} messages, {len(compactions)} compactions")
+    if session["input_tokens"] or session["output_tokens"]:
+        parts.append(f"tokens in {session['input_tokens']} / out {session['output_tokens']}")
     out.print(_line(" · ".join(parts)), markup=False)
+    if session["system_prompt"]:
+        out.print(f"system prompt: {_preview(session['system_prompt'])}", markup=False)
     table = _table(["id", "role", "flags", "content"])
     for r in records:
         role = r["message"]["role"] + (f" {r['tool_name']}" if r["tool_name"] else "")
@@ -278,6 +283,8 @@ def _markdown(session: dict[str, Any], records: list[dict[str, Any]]) -> Iterato
     yield f"# {v(session['title'] or 'Session')} ({v(session['id'])})\n"
     yield f"source: {v(session['source'])} · model: {v(session['model'] or '-')} · started: "
     yield f"{_when(session['started_at'])} UTC\n"
+    if session["system_prompt"]:
+        yield f"\n## system (the session's prompt)\n\n{v(session['system_prompt'])}\n"
     for r in records:
         m = r["message"]
         name = f" `{v(r['tool_name'])}`" if r["tool_name"] else ""
@@ -287,6 +294,10 @@ def _markdown(session: dict[str, Any], records: list[dict[str, Any]]) -> Iterato
         if text:
             fence = "```" if m["role"] == "tool" else ""
             yield f"{fence}\n{text}\n{fence}\n" if fence else f"{text}\n"
+        if isinstance(m.get("_reasoning"), str):
+            yield "\nreasoning:\n\n" + "".join(
+                f"> {line}\n" for line in v(m["_reasoning"]).split("\n")
+            )
         for call in m.get("tool_calls") or ():
             fn = call.get("function") or {}
             args = v(str(fn.get("arguments")))
@@ -316,7 +327,11 @@ def export(
         session = db.get_session(session_id)
     assert session is not None
     if fmt == "jsonl":
-        chunks: Iterator[str] = (_json_text(r["message"]) + "\n" for r in records)
+        messages = [r["message"] for r in records]
+        if session["system_prompt"] and (not messages or messages[0]["role"] != "system"):
+            # Kept on the session, not as a message (Hermes does so): a complete conversation.
+            messages.insert(0, {"role": "system", "content": session["system_prompt"]})
+        chunks: Iterator[str] = (_json_text(m) + "\n" for m in messages)
     else:
         chunks = _markdown(session, records)
     if output is None:
@@ -353,7 +368,15 @@ def _write_atomically(path: Path, chunks: Iterator[str]) -> None:
 
 
 @sessions.command("import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--from-hermes",
+    "hermes_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Copy every session of a Hermes home (or its state.db) instead; run it again to "
+    "copy what is new.",
+)
 @click.option("--title", default=None, help="Session title (default: the file name).")
 @click.option("--source", default="import", show_default=True)
 @user_option
@@ -361,6 +384,47 @@ def _write_atomically(path: Path, chunks: Iterator[str]) -> None:
 @json_option
 @handle_errors
 def import_cmd(
+    file: Path | None,
+    hermes_path: Path | None,
+    title: str | None,
+    source: str,
+    user_id: str | None,
+    hermes_home: str | None,
+    as_json: bool,
+) -> None:
+    """Import a message file (JSON array, JSONL, or {"messages": [...]}) as a new session,
+    or the sessions of a Hermes home (--from-hermes PATH)."""
+    if (file is None) == (hermes_path is None):
+        raise BadArgumentError("give a message FILE or --from-hermes PATH (one of them)")
+    if hermes_path is not None:
+        _import_hermes(hermes_path, hermes_home, as_json)
+        return
+    assert file is not None
+    if not file.is_file():
+        raise BadArgumentError(f"{file}: no such file")
+    _import_file(file, title, source, user_id, hermes_home, as_json)
+
+
+def _import_hermes(path: Path, hermes_home: str | None, as_json: bool) -> None:
+    with _open(hermes_home) as db:
+        report = db.import_from(path)
+    data = report.to_dict()
+    if as_json:
+        _emit_json(data)
+        return
+    click.echo(
+        f"copied from {_visible(data['source'])}: {data['sessions_added']} sessions added, "
+        f"{data['sessions_extended']} extended, {data['sessions_unchanged']} already here; "
+        f"{data['messages_added']} messages"
+    )
+    for sid in data["sessions_diverged"]:
+        click.echo(
+            f"session {_visible(sid)} changed here and there since it was copied: left as it is",
+            err=True,
+        )
+
+
+def _import_file(
     file: Path,
     title: str | None,
     source: str,
@@ -368,7 +432,6 @@ def import_cmd(
     hermes_home: str | None,
     as_json: bool,
 ) -> None:
-    """Import a message file (JSON array, JSONL, or {"messages": [...]}) as a new session."""
     from rich.markup import escape
     from rich.progress import Progress
 

@@ -2,6 +2,7 @@
 
 from .compaction import attach_compressor, compress_session
 from .db import DB_FILENAME, SessionDB
+from .describe import describe_state_db
 from .errors import SearchQueryError, SessionNotFoundError
 from .fts import UNINDEXED_KEY
 from .migrations import SCHEMA_VERSION
@@ -20,5 +21,6 @@ __all__ = [
     "UNINDEXED_KEY",
     "attach_compressor",
     "compress_session",
+    "describe_state_db",
     "session_tool",
 ]

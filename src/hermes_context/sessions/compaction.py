@@ -3,9 +3,11 @@
 Two modes, as in the seed (1.7): *in place* keeps the session id, marks the
 replaced rows ``active=0, compacted=1`` (never deleting them) and inserts the
 summary and stand-in rows; *rotation* ends the session with end_reason
-``compression`` and carries on in a child session with the same title. Either
-way every new row records in ``message_sources`` which stored rows it stands
-for, so ``recall`` can hand back the originals.
+``compression`` and carries on in a child session titled like it (``#2``).
+Either way every new row records in ``message_sources`` which stored rows it
+stands for, so ``recall`` can hand back the originals; a summary opening a
+session another program rotated (Hermes records no sources) stands for the
+parent's live messages.
 
 The session store sits below the compression package (SPEC 1): it takes a
 result as anything with the fields of ``CompressionResult``
@@ -25,6 +27,7 @@ from ..errors import StoreError
 from . import queries
 from .errors import SessionNotFoundError
 from .rows import canonical, tool_names_of
+from .views import ORDER
 
 if TYPE_CHECKING:
     from .db import SessionDB
@@ -352,7 +355,9 @@ def recall_records(
     if not 1 <= message_id <= queries.MAX_ID:
         # No such row can exist, and binding it would overflow.
         raise SessionNotFoundError(session_id, message_id=message_id, path=path)
-    owner = conn.execute("SELECT session_id FROM messages WHERE id = ?", (message_id,)).fetchone()
+    owner = conn.execute(
+        "SELECT session_id FROM hc_messages WHERE id = ?", (message_id,)
+    ).fetchone()
     if owner is None or owner[0] != session_id:
         raise SessionNotFoundError(session_id, message_id=message_id, path=path)
     source_ids = _sources(conn, message_id)
@@ -385,8 +390,31 @@ def _own_records(
 
 def _sources(conn: sqlite3.Connection, message_id: int) -> list[int]:
     rows = conn.execute(
-        "SELECT source_id FROM message_sources WHERE message_id = ? ORDER BY position",
+        "SELECT source_id FROM hc_message_sources WHERE message_id = ? ORDER BY position",
         (message_id,),
+    )
+    return [r[0] for r in rows] or _continued_from(conn, message_id)
+
+
+def _continued_from(conn: sqlite3.Connection, message_id: int) -> list[int]:
+    """What a summary stands for when another program rotated the session (as Hermes does).
+
+    Hermes ends a session with ``compression`` and opens a child whose first
+    message summarises it, recording no sources: the summary stands for the
+    parent's live messages.
+    """
+    row = conn.execute(
+        "SELECT p.id FROM hc_messages m JOIN hc_sessions s ON s.id = m.session_id "
+        "JOIN hc_sessions p ON p.id = s.parent_session_id "
+        "WHERE m.id = ? AND m.is_summary = 1 AND p.end_reason = ?",
+        (message_id, END_REASON_COMPRESSION),
+    ).fetchone()
+    if row is None:
+        return []
+    rows = conn.execute(
+        f"SELECT m.id FROM hc_messages m WHERE m.session_id = ? AND m.active = 1 "
+        f"AND m.id < ? ORDER BY {ORDER}",
+        (row[0], message_id),
     )
     return [r[0] for r in rows]
 

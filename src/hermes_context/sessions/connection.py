@@ -5,7 +5,8 @@ Every connection runs in autocommit mode; writes go through ``write`` (one
 the lock past the busy timeout), reads through ``read`` (one snapshot).
 
 A new database file is created readable by its owner only, like the memory
-files; SQLite gives its ``-wal`` and ``-shm`` files the same mode. A database
+files, and in WAL mode; SQLite gives its ``-wal`` and ``-shm`` files the same
+mode. An existing file keeps the journal mode it has. A database
 the process may not write (the file or its folder) is opened read-only.
 """
 
@@ -33,6 +34,9 @@ BUSY_RETRIES = 12
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 # Sessions are private conversations: owner read/write only, as the memory files are.
 DB_FILE_MODE = 0o600
+# Hermes's optional CJK tokenizer: the library it builds, and the variable naming it.
+CJK_TOKENIZER_LIBRARY = "libfts5_cjk.so"
+ENV_CJK_TOKENIZER = "HERMES_FTS5_CJK_SO"
 # Opening read-only fails with these when the folder cannot hold the -shm file.
 _NO_SHM_CODES = (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN)
 
@@ -145,22 +149,71 @@ def _open(target: str, *, uri: bool = False) -> sqlite3.Connection:
 
 
 def connect(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
-    """Open one connection with the pragmas every connection needs."""
+    """Open one connection with the pragmas every connection needs.
+
+    The file's journal mode is left as it is: switching a file another
+    program uses (Hermes keeps its ``state.db`` in rollback mode on some
+    SQLite releases) would break that program. ``use_wal`` sets WAL on a
+    file this process has just created.
+    """
     if read_only:
         return _connect_read_only(path)
     conn = _open(str(path))
     try:
         conn.execute("PRAGMA foreign_keys = ON")
-        # NORMAL is safe in WAL mode against a process crash (only power loss can
-        # drop the last commits) and makes every commit much cheaper.
-        conn.execute("PRAGMA synchronous = NORMAL")
-        mode = retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
-        if str(mode).lower() != "wal":
-            raise StoreError(f"{path}: cannot switch to WAL mode (got {mode})", path=str(path))
+        load_tokenizers(conn, path)
+        mode = retry_busy(lambda: conn.execute("PRAGMA journal_mode").fetchone()[0])
+        if str(mode).lower() == "wal":
+            _relax_sync(conn)
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _relax_sync(conn: sqlite3.Connection) -> None:
+    # NORMAL is safe in WAL mode against a process crash (only power loss can
+    # drop the last commits) and makes every commit much cheaper; in rollback
+    # mode it is not, so the default (FULL) stays there.
+    conn.execute("PRAGMA synchronous = NORMAL")
+
+
+def use_wal(conn: sqlite3.Connection, path: Path) -> None:
+    """Switch a database this process created to WAL mode (concurrent readers and a writer)."""
+    mode = retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+    if str(mode).lower() != "wal":
+        raise StoreError(f"{path}: cannot switch to WAL mode (got {mode})", path=str(path))
+    _relax_sync(conn)
+
+
+def tokenizer_library(path: Path) -> Path:
+    """Where Hermes's CJK tokenizer (``cjk_unicode61``) lives for the home of ``path``.
+
+    ``$HERMES_FTS5_CJK_SO`` when set, else ``lib/libfts5_cjk.so`` in the
+    folder of the database, where Hermes builds it.
+    """
+    env = os.environ.get(ENV_CJK_TOKENIZER)
+    return Path(env).expanduser() if env else path.parent / "lib" / CJK_TOKENIZER_LIBRARY
+
+
+def load_tokenizers(conn: sqlite3.Connection, path: Path) -> bool:
+    """Load Hermes's CJK tokenizer into ``conn`` when it is there and Python allows it.
+
+    Python builds without extension loading (many distributions') cannot;
+    a Hermes file whose index needs it is then opened read-only.
+    """
+    library = tokenizer_library(path)
+    if not hasattr(conn, "enable_load_extension") or not library.is_file():
+        return False
+    try:
+        conn.enable_load_extension(True)
+        try:
+            conn.load_extension(str(library))
+        finally:
+            conn.enable_load_extension(False)
+    except sqlite3.Error:
+        return False
+    return True
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:
@@ -173,6 +226,7 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
     """
     base = "file:" + urllib.parse.quote(str(path.absolute())) + "?mode=ro"
     conn = _open(base, uri=True)
+    load_tokenizers(conn, path)
     try:
         retry_busy(lambda: conn.execute("SELECT count(*) FROM sqlite_master").fetchone())
         return conn
@@ -182,6 +236,7 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
         if (code & 0xFF) not in _NO_SHM_CODES:
             raise
     conn = _open(base + "&immutable=1", uri=True)
+    load_tokenizers(conn, path)
     try:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except BaseException:

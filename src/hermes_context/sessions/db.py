@@ -1,10 +1,11 @@
 """``SessionDB``: the session history in ``$HERMES_HOME/state.db``.
 
-One SQLite file in WAL mode, one connection per thread (and per process after
-a fork), every multi-step write in one ``BEGIN IMMEDIATE`` transaction. A
-transaction retried after a busy error repeats no side effect of the caller's
-(progress is only reported past what was reported before), and reads write
-nothing.
+One SQLite file (ours in WAL mode; Hermes's in the journal mode it has), one
+connection per thread (and per process after a fork), every multi-step write
+in one ``BEGIN IMMEDIATE`` transaction. A transaction retried after a busy
+error repeats no side effect of the caller's (progress is only reported past
+what was reported before). Reads write nothing, except that a search first
+indexes rows another program stored since (see ``indexing.index_new_rows``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import sqlite3
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,7 +23,8 @@ from typing import Any, TypeVar
 
 from ..config import resolve_hermes_home
 from ..errors import StoreError
-from . import compaction, connection, indexing, queries, search
+from . import compaction, connection, importing, indexing, layout, queries, search, views
+from .fts import FTS_TOKENIZER
 from .migrations import check_not_newer, check_readable, migrate
 
 T = TypeVar("T")
@@ -57,16 +60,30 @@ def _close_quietly(conn: sqlite3.Connection) -> None:
         conn.close()
 
 
+def _ensure_temporary_index(conn: sqlite3.Connection) -> None:
+    found = conn.execute(
+        "SELECT 1 FROM main.sqlite_master WHERE name = ?1 UNION ALL "
+        "SELECT 1 FROM temp.sqlite_master WHERE name = ?1",
+        (layout.SEARCH_TABLE,),
+    ).fetchone()
+    if found is None:
+        indexing.build_temporary_index(conn, FTS_TOKENIZER)
+
+
 class SessionDB:
     """Sessions, their messages, full-text search and lossless compaction.
 
     Args:
         path: The database file; default ``$HERMES_HOME/state.db``. It is
-            created (with its folder, mode 0600) when missing, upgraded when
-            older, and refused when newer or not an SQLite database.
+            created (with its folder, mode 0600) when missing, given what it
+            lacks when it is older or another program's (Hermes's), and
+            refused when a newer hermes-context migrated it or it is not an
+            SQLite database.
         read_only: Open without writing anything; every change then raises
             ``StoreError``. Default: read-only exactly when the file or its
-            folder is not writable by this process.
+            folder is not writable by this process. A file with a full-text
+            index whose tokenizer this process cannot load (Hermes's
+            ``cjk_unicode61``) is always opened read-only, with a warning.
 
     Attributes:
         read_only: Whether this store refuses changes.
@@ -86,6 +103,8 @@ class SessionDB:
         if read_only is None:
             read_only = self.path.exists() and not connection.is_writable(self.path)
         self.read_only = read_only
+        # How to get write access, when the store is read-only for a reason of its own.
+        self._read_only_fix: str | None = None
         if read_only:
             if not self.path.exists():
                 raise StoreError(
@@ -94,16 +113,52 @@ class SessionDB:
                 )
         else:
             self._create_file()
-        conn = self._conn()
         try:
-            self._guard(lambda: check_not_newer(conn, path=str(self.path)))
-            if read_only:
-                self._guard(lambda: check_readable(conn, path=str(self.path)))
-            else:
-                self._guard(lambda: migrate(conn, begin=connection.begin_immediate))
+            self._guard(self._open_first)
         except BaseException:
             self.close()
             raise
+
+    def _open_first(self) -> None:
+        """Open the first connection: decide read-only, migrate, install the views."""
+        conn = connection.connect(self.path, read_only=self.read_only)
+        try:
+            found = layout.inspect(conn)
+            check_not_newer(found, path=str(self.path))
+            if not self.read_only and found.unusable_fts:
+                conn.close()
+                self._read_only_for(found)
+                conn = connection.connect(self.path, read_only=True)
+            if self.read_only:
+                check_readable(found, path=str(self.path))
+            else:
+                if found.is_empty:
+                    connection.use_wal(conn, self.path)
+                found = migrate(conn, begin=connection.begin_immediate)
+                if indexing.has_new_rows(conn):
+                    connection.write(conn, indexing.index_new_rows)
+            views.install(conn, found)
+        except BaseException:
+            conn.close()
+            raise
+        self._track(conn)
+
+    def _read_only_for(self, found: layout.Layout) -> None:
+        """Fall back to read-only: another program's index needs a tokenizer we lack."""
+        table = found.unusable_fts[0]
+        library = connection.tokenizer_library(self.path)
+        self.read_only = True
+        self._read_only_fix = (
+            f"to write, load that tokenizer ({connection.ENV_CJK_TOKENIZER}={library}, with a "
+            "Python whose sqlite3 can load extensions), or copy the sessions into a home of "
+            "your own with 'hermes-context sessions import --from-hermes "
+            f"{self.path.parent}'"
+        )
+        warnings.warn(
+            f"{self.path}: opened read-only: its index {table.name!r} needs the tokenizer "
+            f"{table.tokenizer!r}, which this process does not have; {self._read_only_fix}",
+            stacklevel=4,
+        )
 
     def _create_file(self) -> None:
         try:
@@ -126,8 +181,17 @@ class SessionDB:
             self._pid = os.getpid()
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._guard(lambda: connection.connect(self.path, read_only=self.read_only))
+            conn = self._guard(self._connect)
             self._track(conn)
+        return conn
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = connection.connect(self.path, read_only=self.read_only)
+        try:
+            views.install(conn, layout.inspect(conn))
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _track(self, conn: sqlite3.Connection) -> None:
@@ -176,9 +240,11 @@ class SessionDB:
             raise connection.damaged(self.path, exc) from exc
 
     def _read_only_error(self, why: str) -> StoreError:
+        fix = self._read_only_fix or (
+            "make the file and its folder writable (chmod u+w) to change it"
+        )
         return StoreError(
-            f"{self.path} is read-only ({why}); nothing was changed — make the file and its "
-            "folder writable (chmod u+w) to change it",
+            f"{self.path} is read-only ({why}); nothing was changed — {fix}",
             path=str(self.path),
             read_only=True,
         )
@@ -254,12 +320,18 @@ class SessionDB:
         )
 
     def end_session(self, session_id: str, end_reason: str) -> None:
-        """Record that a session ended, and why (``user_exit``, ``compression``, ...)."""
+        """Record that a session ended, and why (``user_exit``, ``compression``, ...).
+
+        The first end is kept: a session rotated away (``compression``) and
+        then closed stays ended by ``compression`` at its first time, which is
+        what lineage (and Hermes) follow.
+        """
 
         def run(conn: sqlite3.Connection) -> None:
             self._require(conn, session_id)
             conn.execute(
-                "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ?",
+                "UPDATE sessions SET ended_at = coalesce(ended_at, ?), "
+                "end_reason = coalesce(end_reason, ?) WHERE id = ?",
                 (time.time(), end_reason, session_id),
             )
 
@@ -308,6 +380,21 @@ class SessionDB:
 
         return self._write(run)
 
+    def prepend_messages(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Store messages before the session's first one (a system prompt for a session
+        another program started, which keeps its prompt outside the messages); return ids.
+
+        Raises:
+            InvalidMessagesError: as ``append_messages``.
+            SessionNotFoundError: no such session.
+        """
+
+        def run(conn: sqlite3.Connection) -> list[int]:
+            self._require(conn, session_id)
+            return queries.prepend(conn, session_id, messages)
+
+        return self._write(run)
+
     def import_session(
         self,
         messages: Sequence[Mapping[str, Any]],
@@ -342,6 +429,38 @@ class SessionDB:
             return sid
 
         return self._write(run)
+
+    def import_from(self, source: str | os.PathLike[str]) -> importing.ImportReport:
+        """Copy the sessions of another ``state.db`` into this one, losing nothing; idempotent.
+
+        Args:
+            source: A Hermes home (or another hermes-context home) or its
+                ``state.db``; it is only read.
+
+        Returns:
+            What was added, extended, already here, or changed on both sides.
+
+        Raises:
+            StoreError: no such file, not a session database, or this store's own file.
+        """
+        path = Path(source).expanduser()
+        if path.is_dir():
+            path = path / DB_FILENAME
+        if not path.is_file():
+            raise StoreError(
+                f"{path} not found; pass a Hermes home folder or its {DB_FILENAME}", path=str(path)
+            )
+        if self.path.exists() and os.path.samefile(path, self.path):
+            raise StoreError(
+                f"{path} is this store's own database; pass another home", path=str(path)
+            )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a source we may not write is fine: it is only read
+            other = SessionDB(path, read_only=True)
+        with other:
+            return other._read(
+                lambda src: self._write(lambda dst: importing.copy_sessions(src, dst, str(path)))
+            )
 
     def get_messages(
         self, session_id: str, *, include_compacted: bool = False
@@ -381,7 +500,8 @@ class SessionDB:
         def run(conn: sqlite3.Connection) -> list[dict[str, Any]]:
             self._require(conn, session_id)
             cur = conn.execute(
-                f"SELECT {cols} FROM compactions WHERE session_id = ? ORDER BY id", (session_id,)
+                f"SELECT {cols} FROM hc_compactions WHERE session_id = ? ORDER BY id",
+                (session_id,),
             )
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur]
@@ -403,8 +523,8 @@ class SessionDB:
 
         In place, the replaced rows become ``active=0, compacted=1`` and the
         summary / stand-in rows are inserted; with ``in_place=False`` the
-        session ends (end_reason ``compression``) and a child session with
-        the same title carries on. Messages at the end of ``before`` that are
+        session ends (end_reason ``compression``) and a child session titled
+        like it (``<title> #2``) carries on. Messages at the end of ``before`` that are
         not stored yet are appended first; messages another writer stored
         after ``before`` was read stay, after the compressed ones. An aborted
         result changes no message. The result's ``compressor_state`` (or
@@ -505,6 +625,7 @@ class SessionDB:
             SearchQueryError: a raw query is malformed.
             ValueError: ``limit`` is not a positive integer.
         """
+        self._ready_for_search()
         return self._read(
             lambda c: search.search(
                 c,
@@ -530,6 +651,8 @@ class SessionDB:
         raw: bool = False,
     ) -> dict[str, Any]:
         """The ``session_search`` tool: discover, scroll, read or browse (see ``search``)."""
+        if query is not None:
+            self._ready_for_search()
         return self._read(
             lambda c: search.session_search(
                 c,
@@ -544,6 +667,14 @@ class SessionDB:
                 raw=raw,
             )
         )
+
+    def _ready_for_search(self) -> None:
+        """Index what another program stored since; a read-only file without our index gets one
+        of its own for this connection (see ``indexing.build_temporary_index``)."""
+        if self.read_only:
+            self._read(_ensure_temporary_index)
+        elif self._read(indexing.has_new_rows):
+            self._write(indexing.index_new_rows)
 
     def rebuild_search_index(self) -> int:
         """Recompute every message's search text and rebuild the index; return the rows indexed."""

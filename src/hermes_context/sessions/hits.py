@@ -28,6 +28,7 @@ from ..messages import without_lone_surrogates
 from .connection import is_busy
 from .errors import SearchQueryError
 from .fts import CJK_RUN_RE, bigrams, fold, indexed_text, query_terms, quote_query, raw_query
+from .layout import SEARCH_TABLE
 from .rows import MESSAGE_COLUMNS, row_to_message
 
 # Newest matching rows ranked per round (see the module docstring).
@@ -40,19 +41,19 @@ _MAX_ROWID = 2**63 - 1
 _SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "es", "ed", "ly", "s")
 
 _POOL = (
-    "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? AND rowid < ? "
+    f"SELECT rowid FROM {SEARCH_TABLE} WHERE {SEARCH_TABLE} MATCH ? AND rowid < ? "
     "ORDER BY rowid DESC LIMIT ?"
 )
 _POOL_ROWS = (
     "SELECT m.id, m.session_id, m.compacted, s.root_session_id, s.user_id, "
-    "coalesce(m.search_text, m.content, '') FROM messages m "
-    "JOIN sessions s ON s.id = m.session_id WHERE m.id IN "
+    "coalesce(m.search_text, m.content, '') FROM hc_messages m "
+    "JOIN hc_sessions s ON s.id = m.session_id WHERE m.id IN "
 )
 _DETAILS = (
     "SELECT m.id, m.session_id, m.role, m.timestamp, m.active, m.compacted, m.is_summary, "
     "m.tool_name, s.root_session_id, s.title, "
     + ", ".join("m." + c for c in MESSAGE_COLUMNS)
-    + " FROM messages m JOIN sessions s ON s.id = m.session_id WHERE m.id IN "
+    + " FROM hc_messages m JOIN hc_sessions s ON s.id = m.session_id WHERE m.id IN "
 )
 
 

@@ -6,6 +6,7 @@ Nothing here starts or ends a transaction; the caller (``SessionDB``) does.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 import uuid
@@ -22,6 +23,7 @@ from .rows import (
     row_to_message,
     tool_names_of,
 )
+from .views import MAX_LINEAGE_DEPTH, ORDER, ORDER_DESC
 
 SESSION_COLUMNS = (
     "id",
@@ -38,8 +40,12 @@ SESSION_COLUMNS = (
     "tool_call_count",
     "compression_count",
     "compressor_state",
+    # Hermes's, when its session carries them (None otherwise).
+    "system_prompt",
+    "input_tokens",
+    "output_tokens",
 )
-SESSION_SELECT = f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions"
+SESSION_SELECT = f"SELECT {', '.join(SESSION_COLUMNS)} FROM hc_sessions"
 _INSERT_MESSAGE = (
     f"INSERT INTO messages ({', '.join(INSERT_COLUMNS)}) "
     f"VALUES ({', '.join('?' * len(INSERT_COLUMNS))})"
@@ -58,12 +64,16 @@ RECORD_COLUMNS = (
     "compaction_id",
 )
 RECORD_SELECT = (
-    f"SELECT {', '.join('m.' + c for c in RECORD_COLUMNS + MESSAGE_COLUMNS)} FROM messages m"
+    f"SELECT {', '.join('m.' + c for c in RECORD_COLUMNS + MESSAGE_COLUMNS)} FROM hc_messages m"
 )
 # Largest rowid / integer SQLite stores; bigger Python ints overflow when bound.
 MAX_ID = 2**63 - 1
 # Integers up to this size are shown whole in error messages (128 bits: 39 digits).
 _SHOWN_BITS = 128
+# The number a continued conversation's title ends with (" #2").
+_NUMBERED_TITLE_RE = re.compile(r" #\d+$")
+# How much earlier than a session's first message a prepended one is timed.
+PREPEND_GAP_SECONDS = 0.001
 # How many messages one ``executemany`` gets while importing, between progress calls.
 IMPORT_CHUNK = 500
 
@@ -158,6 +168,16 @@ def owned_by(session: dict[str, Any] | None, user_id: str | None) -> bool:
     return session is not None and (user_id is None or session["user_id"] == user_id)
 
 
+# The sessions of the lineage whose root is the first parameter: found down the
+# parent links (an index), where the root column of a session another program
+# wrote is derived and cannot be looked up by index.
+LINEAGE = (
+    "WITH RECURSIVE lineage(id, depth) AS (SELECT ?, 0 UNION ALL "
+    "SELECT s.id, l.depth + 1 FROM main.sessions s JOIN lineage l ON s.parent_session_id = l.id "
+    f"WHERE l.depth < {MAX_LINEAGE_DEPTH})"
+)
+
+
 def visible_root(conn: sqlite3.Connection, root_session_id: str, user_id: str | None) -> str:
     """The lineage root as ``user_id`` may see it.
 
@@ -168,8 +188,8 @@ def visible_root(conn: sqlite3.Connection, root_session_id: str, user_id: str | 
     if user_id is None:
         return root_session_id
     row = conn.execute(
-        "SELECT id FROM sessions WHERE root_session_id = ? AND user_id = ? "
-        "ORDER BY started_at, rowid LIMIT 1",
+        f"{LINEAGE} SELECT id FROM hc_sessions WHERE id IN (SELECT id FROM lineage) "
+        "AND user_id = ? ORDER BY started_at, rowid LIMIT 1",
         (root_session_id, user_id),
     ).fetchone()
     return row[0] if row else root_session_id
@@ -230,12 +250,15 @@ def insert_session(
                 "must have the same user_id as its parent",
                 path=path,
             )
+    if conn.execute("SELECT 1 FROM hc_sessions WHERE id = ?", (sid,)).fetchone():
+        raise StoreError(f"session {sid!r} already exists; pass another id or none", path=path)
     try:
         conn.execute(
             "INSERT INTO sessions (id, parent_session_id, root_session_id, source, model, title,"
             " user_id, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (sid, parent_session_id, root, source, model, title, user_id, time.time()),
-        )
+            (sid, parent_session_id, root, source, model, free_title(conn, title), user_id,
+             time.time()),
+        )  # fmt: skip
     except sqlite3.IntegrityError as exc:
         raise StoreError(
             f"session {sid!r} already exists; pass another id or none", path=path
@@ -243,21 +266,56 @@ def insert_session(
     return sid
 
 
+def free_title(conn: sqlite3.Connection, title: str | None) -> str | None:
+    """``title``, or when a session has it already, the first free ``<title> #N`` (N >= 2).
+
+    Titles name conversations (Hermes resumes one by title and refuses
+    duplicates), so they are kept unique: a child carrying on its parent gets
+    ``#2``, as Hermes names it.
+    """
+    if title is None or not _title_taken(conn, title):
+        return title
+    base = _NUMBERED_TITLE_RE.sub("", title) or title
+    number = 2
+    while _title_taken(conn, f"{base} #{number}"):
+        number += 1
+    return f"{base} #{number}"
+
+
+def _title_taken(conn: sqlite3.Connection, title: str) -> bool:
+    return (
+        conn.execute("SELECT 1 FROM hc_sessions WHERE title = ?", (title,)).fetchone() is not None
+    )
+
+
 def _known_tool_names(conn: sqlite3.Connection, session_id: str) -> dict[str, str]:
     """Tool call names of the session's latest assistant message that made calls."""
     row = conn.execute(
-        "SELECT tool_calls FROM messages WHERE session_id = ? AND tool_calls IS NOT NULL "
-        "ORDER BY seq DESC LIMIT 1",
+        "SELECT m.tool_calls FROM hc_messages m WHERE m.session_id = ? "
+        f"AND m.tool_calls IS NOT NULL ORDER BY {ORDER_DESC} LIMIT 1",
         (session_id,),
     ).fetchone()
     return tool_names_of({"tool_calls": json.loads(row[0])}) if row else {}
 
 
 def next_seq(conn: sqlite3.Connection, session_id: str) -> int:
-    """The position after the last row of the session (compacted rows included)."""
-    row = conn.execute("SELECT max(seq) FROM messages WHERE session_id = ?", (session_id,))
-    last = row.fetchone()[0]
-    return 0 if last is None else int(last) + 1
+    """The position after the last row of the session (compacted rows included).
+
+    Rows another program appended (no position yet) get theirs first, after
+    ours, in their own order: what is appended now comes after them.
+    """
+    last = conn.execute("SELECT max(seq) FROM messages WHERE session_id = ?", (session_id,))
+    base = last.fetchone()[0]
+    base = 0 if base is None else int(base) + 1
+    unplaced = conn.execute(
+        f"SELECT m.id FROM messages m WHERE m.session_id = ? AND m.seq IS NULL ORDER BY {ORDER}",
+        (session_id,),
+    ).fetchall()
+    conn.executemany(
+        "UPDATE messages SET seq = ? WHERE id = ?",
+        [(base + i, row[0]) for i, row in enumerate(unplaced)],
+    )
+    return base + len(unplaced)
 
 
 def build_rows(
@@ -267,15 +325,17 @@ def build_rows(
     *,
     start_seq: int,
     tool_names: Mapping[str, str] | None = None,
+    now: float | None = None,
 ) -> list[tuple[Any, ...]]:
     """Rows for ``messages`` (validated), tool results named after their calls.
 
     ``tool_names`` (call id -> name) seeds the lookup; otherwise a tool result
     whose call is not in ``messages`` is named from the session's latest call.
+    ``now`` is the time recorded for messages that carry none (default: now).
     """
     names: dict[str, str] = dict(tool_names or {})
     looked_up = tool_names is not None
-    now = time.time()
+    now = time.time() if now is None else now
     rows = []
     for i, message in enumerate(messages):
         if isinstance(message, Mapping):
@@ -317,22 +377,47 @@ def append(
         ids.extend(insert_rows(conn, rows[start : start + step]))
         if progress:
             progress(len(ids))
-    calls = sum(len(m["tool_calls"]) for m in messages if isinstance(m.get("tool_calls"), list))
-    conn.execute(
-        "UPDATE sessions SET message_count = message_count + ?, "
-        "tool_call_count = tool_call_count + ? WHERE id = ?",
-        (len(rows), calls, session_id),
-    )
+    _count(conn, session_id, messages)
     return ids
+
+
+def prepend(
+    conn: sqlite3.Connection, session_id: str, messages: Sequence[Mapping[str, Any]]
+) -> list[int]:
+    """Store messages before the first message of a session and update its counters.
+
+    They are placed (and timed, a millisecond earlier) before the first
+    message, so programs that order a session by time agree with ours.
+    """
+    next_seq(conn, session_id)  # every row gets its position first
+    first_seq, first_time = conn.execute(
+        "SELECT min(seq), min(timestamp) FROM messages WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    start = (first_seq if first_seq is not None else 0) - len(messages)
+    when = first_time - PREPEND_GAP_SECONDS if first_time is not None else None
+    rows = build_rows(conn, session_id, messages, start_seq=start, now=when)
+    ids = insert_rows(conn, rows)
+    _count(conn, session_id, messages)
+    return ids
+
+
+def _count(conn: sqlite3.Connection, session_id: str, added: Sequence[Mapping[str, Any]]) -> None:
+    """Add stored messages (and their tool calls) to the session's counters."""
+    calls = sum(len(m["tool_calls"]) for m in added if isinstance(m.get("tool_calls"), list))
+    conn.execute(
+        "UPDATE sessions SET message_count = coalesce(message_count, 0) + ?, "
+        "tool_call_count = coalesce(tool_call_count, 0) + ? WHERE id = ?",
+        (len(added), calls, session_id),
+    )
 
 
 def refresh_counts(conn: sqlite3.Connection, session_id: str) -> None:
     """Recount a session's live messages and tool calls (after a compaction)."""
     conn.execute(
         "UPDATE sessions SET "
-        "message_count = (SELECT count(*) FROM messages WHERE session_id = ?1 AND active = 1), "
+        "message_count = (SELECT count(*) FROM hc_messages WHERE session_id = ?1 AND active = 1), "
         "tool_call_count = (SELECT coalesce(sum(json_array_length(tool_calls)), 0) "
-        "FROM messages WHERE session_id = ?1 AND active = 1 AND tool_calls LIKE '[%') "
+        "FROM hc_messages WHERE session_id = ?1 AND active = 1 AND tool_calls LIKE '[%') "
         "WHERE id = ?1",
         (session_id,),
     )
@@ -345,7 +430,7 @@ def load_records(
     if include_compacted:
         sql = f"{RECORD_SELECT} WHERE m.session_id = ? ORDER BY m.id"
     else:
-        sql = f"{RECORD_SELECT} WHERE m.session_id = ? AND m.active = 1 ORDER BY m.seq"
+        sql = f"{RECORD_SELECT} WHERE m.session_id = ? AND m.active = 1 ORDER BY {ORDER}"
     return [record_to_dict(r) for r in conn.execute(sql, (session_id,))]
 
 
@@ -353,11 +438,14 @@ def load_messages(
     conn: sqlite3.Connection, session_id: str, *, include_compacted: bool = False
 ) -> list[dict[str, Any]]:
     """A session's messages as the dicts that were stored."""
-    cols = ", ".join(MESSAGE_COLUMNS)
+    cols = ", ".join("m." + c for c in MESSAGE_COLUMNS)
     if include_compacted:
-        sql = f"SELECT {cols} FROM messages WHERE session_id = ? ORDER BY id"
+        sql = f"SELECT {cols} FROM hc_messages m WHERE m.session_id = ? ORDER BY m.id"
     else:
-        sql = f"SELECT {cols} FROM messages WHERE session_id = ? AND active = 1 ORDER BY seq"
+        sql = (
+            f"SELECT {cols} FROM hc_messages m WHERE m.session_id = ? AND m.active = 1 "
+            f"ORDER BY {ORDER}"
+        )
     return [row_to_message(r) for r in conn.execute(sql, (session_id,))]
 
 
@@ -365,7 +453,8 @@ def subtree(conn: sqlite3.Connection, session_id: str) -> list[str]:
     """The session and all its descendants, children before their parents."""
     rows = conn.execute(
         "WITH RECURSIVE t(id, depth) AS (SELECT ?, 0 UNION ALL "
-        "SELECT s.id, t.depth + 1 FROM sessions s JOIN t ON s.parent_session_id = t.id) "
+        "SELECT s.id, t.depth + 1 FROM hc_sessions s JOIN t ON s.parent_session_id = t.id "
+        f"WHERE t.depth < {MAX_LINEAGE_DEPTH}) "
         "SELECT id FROM t ORDER BY depth DESC",
         (session_id,),
     )
@@ -386,8 +475,9 @@ def ancestors(conn: sqlite3.Connection, session_id: str) -> list[str]:
     """The session and the sessions it was rotated from, nearest first."""
     rows = conn.execute(
         "WITH RECURSIVE t(id, parent, depth) AS ("
-        "SELECT id, parent_session_id, 0 FROM sessions WHERE id = ? UNION ALL "
-        "SELECT s.id, s.parent_session_id, t.depth + 1 FROM sessions s JOIN t ON s.id = t.parent)"
+        "SELECT id, parent_session_id, 0 FROM hc_sessions WHERE id = ? UNION ALL "
+        "SELECT s.id, s.parent_session_id, t.depth + 1 FROM hc_sessions s JOIN t ON s.id = t.parent "
+        f"WHERE t.depth < {MAX_LINEAGE_DEPTH})"
         " SELECT id FROM t ORDER BY depth",
         (session_id,),
     )

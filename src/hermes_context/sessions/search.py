@@ -17,6 +17,7 @@ from . import queries
 from .errors import SessionNotFoundError
 from .hits import Candidate, Scope, hydrate, ranked
 from .rows import MESSAGE_COLUMNS, row_to_message
+from .views import ORDER, ORDER_DESC, POSITION
 
 SORTS = ("newest", "oldest")
 DEFAULT_LIMIT = 3
@@ -170,19 +171,31 @@ def _neighbours(
     conn: sqlite3.Connection, record: dict[str, Any], window: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool, bool]:
     # A live message is shown among live ones; a compacted one in write order.
-    key, live = ("m.seq", " AND m.active = 1") if record["active"] else ("m.id", "")
-    value = record["seq"] if record["active"] else record["id"]
+    if record["active"]:
+        key, live, order, order_desc = POSITION, " AND m.active = 1", ORDER, ORDER_DESC
+        value: tuple[Any, ...] = position_of(conn, record["id"])
+    else:
+        key, live, order, order_desc = "(m.id)", "", "m.id", "m.id DESC"
+        value = (record["id"],)
+    marks = ", ".join("?" * len(value))
     base = f"{queries.RECORD_SELECT} WHERE m.session_id = ?{live} AND {key}"
     before = conn.execute(
-        f"{base} < ? ORDER BY {key} DESC LIMIT ?", (record["session_id"], value, window + 1)
+        f"{base} < ({marks}) ORDER BY {order_desc} LIMIT ?",
+        (record["session_id"], *value, window + 1),
     ).fetchall()
     after = conn.execute(
-        f"{base} > ? ORDER BY {key} ASC LIMIT ?", (record["session_id"], value, window + 1)
+        f"{base} > ({marks}) ORDER BY {order} LIMIT ?", (record["session_id"], *value, window + 1)
     ).fetchall()
     more_before, more_after = len(before) > window, len(after) > window
     prior = [queries.record_to_dict(r) for r in reversed(before[:window])]
     later = [queries.record_to_dict(r) for r in after[:window]]
     return prior, later, more_before, more_after
+
+
+def position_of(conn: sqlite3.Connection, message_id: int) -> tuple[Any, ...]:
+    """Where a message sits in its session, as the row value ``POSITION`` compares."""
+    row = conn.execute(f"SELECT {POSITION[1:-1]} FROM hc_messages m WHERE m.id = ?", (message_id,))
+    return tuple(row.fetchone())
 
 
 def scroll(
@@ -260,8 +273,9 @@ def read(conn: sqlite3.Connection, session_id: str, *, user_id: str | None) -> d
 
 def _preview(conn: sqlite3.Connection, session_id: str) -> str:
     row = conn.execute(
-        f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE session_id = ? "
-        "AND role = 'user' AND active = 1 AND is_summary = 0 ORDER BY seq LIMIT 1",
+        f"SELECT {', '.join('m.' + c for c in MESSAGE_COLUMNS)} FROM hc_messages m "
+        "WHERE m.session_id = ? AND m.role = 'user' AND m.active = 1 AND m.is_summary = 0 "
+        f"ORDER BY {ORDER} LIMIT 1",
         (session_id,),
     ).fetchone()
     if row is None:
@@ -277,7 +291,10 @@ def _browse_entry(conn: sqlite3.Connection, root: str, user_id: str | None) -> d
     (children of a session without a user).
     """
     mine, args = ("", ()) if user_id is None else (" AND user_id = ?", (user_id,))
-    base = f"{queries.SESSION_SELECT} WHERE root_session_id = ?{mine} ORDER BY started_at"
+    base = (
+        f"{queries.LINEAGE} {queries.SESSION_SELECT} WHERE id IN (SELECT id FROM lineage)"
+        f"{mine} ORDER BY started_at"
+    )
     latest = conn.execute(f"{base} DESC, rowid DESC LIMIT 1", (root, *args)).fetchone()
     first = conn.execute(f"{base}, rowid LIMIT 1", (root, *args)).fetchone()
     entry = session_entry(conn, queries.session_to_dict(latest), user_id)
@@ -305,7 +322,7 @@ def browse(
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     order = "max(started_at) DESC" if sort == "newest" else "min(started_at) ASC"
     roots = conn.execute(
-        f"SELECT root_session_id, count(*) FROM sessions {clause} "
+        f"SELECT root_session_id, count(*) FROM hc_sessions {clause} "
         f"GROUP BY root_session_id ORDER BY {order} LIMIT ?",
         (*args, limit),
     ).fetchall()
