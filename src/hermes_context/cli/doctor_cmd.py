@@ -18,7 +18,7 @@ import yaml
 from .. import MemoryStore, SkillStore, StoreError, load_config
 from ..config import CONFIG_FILENAME, Config, resolve_hermes_home
 from ..sessions import DB_FILENAME, describe_state_db
-from ..tools.sandbox import HOME_SECRETS, sensitive_reason
+from ..tools.sandbox import credential_reason
 from ._common import handle_errors, home_option, json_option, json_text, stdout_console
 
 # The memory files and where they live in a home.
@@ -111,7 +111,7 @@ def _credentials(home: Path) -> list[str]:
     for entry in sorted(home.iterdir()):
         if entry.name in _REPORTED_ELSEWHERE:
             continue
-        if entry.name in HOME_SECRETS or sensitive_reason(entry) is not None:
+        if credential_reason(entry) is not None:
             names.append(entry.name)
     return names
 

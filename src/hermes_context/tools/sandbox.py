@@ -141,9 +141,11 @@ def sensitive_reason(
         roots: ...unless inside one of these workspace roots that itself lies
             inside that home (a bridge user's ``users/<id>/workspace``).
     """
-    home_reason = _home_reason(path, hermes_home, roots)
-    if home_reason:
-        return home_reason
+    return _home_reason(path, hermes_home, roots) or credential_reason(path)
+
+
+def credential_reason(path: Path) -> str | None:
+    """Why ``path`` holds credentials by its name or folders (the home rule aside), or None."""
     parts = [part.lower() for part in path.parts]
     for index, part in enumerate(parts):
         if part in SENSITIVE_DIRS:
