@@ -11,9 +11,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
-import threading
-import time
 
 import pytest
 
@@ -24,42 +21,19 @@ pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="Chromium is missing: apt-get install -y chromium"
 )
 
-import uvicorn  # noqa: E402
-
+from bridge_kit import live, write_config  # noqa: E402
 from hermes_context import load_config  # noqa: E402
 from hermes_context.bridge import TokenStore, create_app  # noqa: E402
 from hermes_context.llm.testing import Reply, ScriptedLLMServer  # noqa: E402
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def bridge(hermes_home):
     with ScriptedLLMServer(responder=lambda body: Reply.text("Noted, carrying on.")) as model:
-        (hermes_home / "config.yaml").write_text(
-            f"model:\n  base_url: {model.base_url}\n  name: scripted-model\n"
-            "  context_length: 12000\n",
-            encoding="utf-8",
-        )
+        write_config(hermes_home, model, context_length=12_000)
         token = TokenStore(hermes_home).add("ui-user")[1]
-        app = create_app(load_config(hermes_home=hermes_home))
-        port = free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        for _ in range(100):
-            if server.started:
-                break
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}", token
-        server.should_exit = True
-        thread.join(10)
+        with live(create_app(load_config(hermes_home=hermes_home))) as base:
+            yield base, token
 
 
 def test_inspector_shows_compression_summaries_originals_and_search(bridge):

@@ -176,7 +176,7 @@ function showStatus(kind, data) {
   } else if (kind === "tool") {
     status.append(el("div", null, `tool ${data.name}(${data.arguments || ""})`));
   } else if (kind === "error") {
-    status.append(el("div", null, `error: ${data.message}`));
+    status.append(el("div", "error", `error (${data.error.type}): ${data.error.message}`));
   }
 }
 

@@ -1,0 +1,131 @@
+"""The OpenAI-compatible facade: ``/v1/chat/completions``, streaming or not.
+
+The session comes from the ``X-Hermes-Session`` header, or a new one is made
+and named in that header; only the newest user message of the request is
+taken (the session holds the rest).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from sse_starlette.sse import EventSourceResponse
+
+from ..deps import SESSION_HEADER, BridgeDep, User
+from ..errors import STATUS_OF_TYPE, BridgeError
+from ..runner import Event, relay
+from ..schemas import MAX_MESSAGE_CHARS, ChatRequest
+from ..turn_events import turn_work
+
+router = APIRouter(prefix="/v1")
+
+
+@router.post("/chat/completions")
+async def chat_completions(
+    body: ChatRequest,
+    user_id: User,
+    bridge: BridgeDep,
+    session: Annotated[str | None, Header(alias=SESSION_HEADER)] = None,
+) -> Any:
+    """A chat completion from the session's agent."""
+    text = newest_user_text(body.messages)
+    if session:
+        await run_in_threadpool(bridge.owned, session, user_id)
+    slot = await bridge.runner.lease(session or None, user_id)
+    session_id = slot.agent.session_id
+    work = turn_work(text, session_id, bridge.pool)
+    job = bridge.runner.submit(slot, work, label=f"chat completion on {session_id}")
+    model = body.model or str(bridge.config.model.name)
+    headers = {SESSION_HEADER: session_id}
+    events = relay(job.events, job.done)
+    if body.stream:
+        return EventSourceResponse(openai_chunks(events, model), headers=headers)
+    final, turn_usage = await collect(events)
+    return JSONResponse(completion(final, turn_usage, model), headers=headers)
+
+
+def newest_user_text(messages: list[dict[str, Any]]) -> str:
+    """The text of the newest user message that has some."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            if isinstance(content, str) and content.strip():
+                if len(content) > MAX_MESSAGE_CHARS:
+                    raise BridgeError(
+                        "request_too_large", f"the message is over {MAX_MESSAGE_CHARS:,} characters"
+                    )
+                return content
+    raise BridgeError("validation_error", "messages needs a user message with text")
+
+
+async def collect(events: AsyncIterator[Event]) -> tuple[str, dict[str, Any]]:
+    """The final answer and usage of a turn; its error, raised, if it has no answer."""
+    final, usage, error = "", {}, None
+    async for kind, data in events:
+        if kind == "done":
+            final, usage = data["final_response"], data["usage"]
+        elif kind == "error":
+            error = data["error"]
+    if error is not None and not final:
+        status = STATUS_OF_TYPE.get(error["type"], 502)
+        raise BridgeError(error["type"], error["message"], status=status)
+    return final, usage
+
+
+async def openai_chunks(events: AsyncIterator[Event], model: str) -> AsyncIterator[dict[str, str]]:
+    """The turn as ``chat.completion.chunk`` frames, then ``[DONE]``."""
+    head = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "created": int(time.time()), "model": model}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, str]:
+        body: dict[str, Any] = {
+            **head,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return {"data": json.dumps(body, ensure_ascii=False)}
+
+    yield chunk({"role": "assistant"})
+    async for kind, data in events:
+        if kind == "error":
+            yield {"data": json.dumps({"error": data["error"]}, ensure_ascii=False)}
+            yield {"data": "[DONE]"}
+            return
+        if kind == "delta":
+            yield chunk({"content": data["text"]})
+    yield chunk({}, "stop")
+    yield {"data": "[DONE]"}
+
+
+def completion(final: str, usage: dict[str, Any], model: str) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": final},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": _usage(usage),
+    }
+
+
+def _usage(usage: dict[str, Any]) -> dict[str, int]:
+    prompt, completion_tokens = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt + completion_tokens,
+    }
