@@ -1,14 +1,22 @@
-"""The bridge's HTTP surface: one error shape."""
+"""The bridge's HTTP surface: one error shape, without server paths."""
 
 from __future__ import annotations
+
+import sqlite3
 
 import pytest
 
 pytest.importorskip("fastapi", reason='the bridge needs pip install "hermes-context[bridge]"')
 pytest.importorskip("sse_starlette", reason='the bridge needs pip install "hermes-context[bridge]"')
 
-from bridge_kit import make_client  # noqa: E402
+from fastapi.testclient import TestClient  # noqa: E402
+
+from bridge_kit import make_client, write_config  # noqa: E402
+from hermes_context import load_config  # noqa: E402
+from hermes_context.bridge import TokenStore, create_app  # noqa: E402
+from hermes_context.errors import StoreError  # noqa: E402
 from hermes_context.llm.testing import Reply, ScriptedLLMServer  # noqa: E402
+from hermes_context.sessions import SessionDB, connection  # noqa: E402
 
 
 @pytest.fixture
@@ -23,7 +31,7 @@ def error_of(response):
     return body["error"]
 
 
-# -- one error shape --------------------------------------------------------------------
+# -- one error shape, no server paths --------------------------------------------------------------------
 
 
 def test_a_missing_message_is_404_with_type_and_message_in_place(hermes_home, model):
@@ -35,3 +43,76 @@ def test_a_missing_message_is_404_with_type_and_message_in_place(hermes_home, mo
     error = error_of(response)
     assert error["type"] == "not_found" and "999" in error["message"]
     assert str(hermes_home) not in response.text
+
+
+def full_disk_error(tmp_path) -> StoreError:
+    """The StoreError SessionDB raises when SQLite finds the disk full (a real SQLITE_FULL)."""
+    path = tmp_path / "tiny.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (x TEXT)")
+    conn.execute("PRAGMA max_page_count = 3")
+    try:
+        conn.execute("INSERT INTO t VALUES (?)", ("x" * 100_000,))
+    except sqlite3.OperationalError as exc:
+        try:
+            raise StoreError(f"{path}: {exc}", path=str(path)) from exc
+        except StoreError as wrapped:
+            return wrapped
+    finally:
+        conn.close()
+    raise AssertionError("SQLite accepted the write")
+
+
+def test_a_full_disk_is_507_and_names_no_path(hermes_home, model, tmp_path):
+    error = full_disk_error(tmp_path)
+
+    class FullDisk:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def list_sessions(self, **kwargs):
+            raise error
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    write_config(hermes_home, model)
+    tokens = TokenStore(hermes_home)
+    headers = {"Authorization": f"Bearer {tokens.add('gil')[1]}"}
+    store = FullDisk(SessionDB(hermes_home / "state.db"))
+    app = create_app(load_config(hermes_home=hermes_home), tokens=tokens, sessions=store)
+    with TestClient(app) as client:
+        response = client.get("/v1/sessions", headers=headers)
+    assert response.status_code == 507
+    body = error_of(response)
+    assert body["type"] == "insufficient_storage" and "disk" in body["message"]
+    assert str(tmp_path) not in response.text and "tiny.db" not in response.text
+
+
+def test_a_read_only_database_is_503_and_names_no_path(hermes_home, model, monkeypatch):
+    opened = connection.connect
+
+    def read_only(path, **kwargs):  # SQLite itself refuses every write (SQLITE_READONLY)
+        conn = opened(path, **kwargs)
+        conn.execute("PRAGMA query_only = 1")
+        return conn
+
+    client, alice, _ = make_client(hermes_home, model)
+    with client:
+        monkeypatch.setattr(connection, "connect", read_only)
+        response = client.post("/v1/sessions", headers=alice)
+    assert response.status_code == 503
+    body = error_of(response)
+    assert body["type"] == "read_only" and "read-only" in body["message"]
+    assert str(hermes_home) not in response.text and "state.db" not in response.text
+
+
+def test_unknown_paths_and_methods_use_the_error_shape(hermes_home, model):
+    client, alice, _ = make_client(hermes_home, model)
+    with client:
+        missing = client.get("/v1/nothing", headers=alice)
+        wrong = client.delete("/v1/sessions", headers=alice)
+        wrong_too = client.put("/v1/memory", headers=alice)
+    assert missing.status_code == 404 and error_of(missing)["type"] == "not_found"
+    assert wrong.status_code == 405 and error_of(wrong)["type"] == "method_not_allowed"
+    assert wrong_too.status_code == 405 and error_of(wrong_too)["type"] == "method_not_allowed"

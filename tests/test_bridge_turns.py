@@ -286,6 +286,20 @@ def test_a_slow_turn_and_many_context_reads_do_not_stall_other_users(hermes_home
     assert readers[0]["result"].json()["total"] > 0
 
 
+def test_status_events_hide_the_model_url(hermes_home):
+    replies = iter([Reply.error(503, "overloaded"), Reply.text("second try")])
+    with ScriptedLLMServer(responder=lambda body: next(replies)) as model:
+        client, alice, _ = make_client(hermes_home, model)
+        url, port = model.base_url, model.port
+        with client:
+            session = client.post("/v1/sessions", headers=alice).json()["id"]
+            events = run_turn(client, alice, session, "hi")
+    [retry] = [d for k, d in events if k == "status" and "delay" in d]
+    assert url not in json.dumps(events) and f"127.0.0.1:{port}" not in json.dumps(events)
+    assert "<model server>" in retry["error"]
+    assert events[-1][1]["final_response"] == "second try"
+
+
 def test_stored_turns_stay_valid_after_timeouts(hermes_home):
     """Whatever a deadline cut, the stored conversation is a valid sequence."""
     with ScriptedLLMServer(responder=endless_tools(0.3)) as model:

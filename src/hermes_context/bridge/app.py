@@ -3,9 +3,9 @@
 Every route but ``/healthz`` needs ``Authorization: Bearer <token>``; the token
 names the user, and a user only ever sees their own sessions: another user's
 session answers 404, exactly like one that does not exist. Errors are JSON
-``{"error": {"type", "message"}}`` with a 4xx/5xx status, never a traceback.
-``create_app`` puts the parts together; the routes live in ``routes/``, what
-they share in ``deps``.
+``{"error": {"type", "message"}}`` with a 4xx/5xx status, never a traceback
+and never a server path. ``create_app`` puts the parts together; the routes
+live in ``routes/``, what they share in ``deps``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from ..agent import AIAgent
 from ..config import Config
@@ -28,6 +29,7 @@ from .deps import SESSION_HEADER, Bridge
 from .errors import BridgeError, classify, error_response
 from .pool import AgentPool
 from .ratelimit import RateLimiter
+from .redact import Redactor
 from .routes import memory, openai_facade, turns, ui
 from .routes import sessions as session_routes
 from .runner import TurnRunner
@@ -69,7 +71,7 @@ def create_app(
     app.state.bridge = bridge
     app.state.pool, app.state.db, app.state.tokens = bridge.pool, bridge.db, bridge.tokens
     _add_middleware(app, bridge)
-    _add_error_handlers(app)
+    _add_error_handlers(app, bridge.redact)
     for router in ROUTERS:
         app.include_router(router)
     return app
@@ -77,6 +79,10 @@ def create_app(
 
 def _assemble(config: Config, tokens: TokenStore | None, db: SessionStore | None) -> Bridge:
     settings = config.bridge
+    redact = Redactor(
+        paths=[config.hermes_home],
+        urls=[config.model.base_url, config.auxiliary.compression.base_url],
+    )
     pool = AgentPool(
         agent_factory(config),
         home=str(config.hermes_home),
@@ -89,6 +95,7 @@ def _assemble(config: Config, tokens: TokenStore | None, db: SessionStore | None
         pool,
         max_workers=settings.max_concurrent_turns,
         timeout_seconds=settings.turn_timeout_seconds,
+        redact=redact,
     )
     return Bridge(
         config=config,
@@ -97,6 +104,7 @@ def _assemble(config: Config, tokens: TokenStore | None, db: SessionStore | None
         tokens=tokens or TokenStore(config.hermes_home),
         pool=pool,
         runner=runner,
+        redact=redact,
         limiter=RateLimiter(settings.rate_limit_per_minute),
     )
 
@@ -156,14 +164,14 @@ def _add_middleware(app: FastAPI, bridge: Bridge) -> None:
         )
 
 
-def _add_error_handlers(app: FastAPI) -> None:
+def _add_error_handlers(app: FastAPI, redact: Redactor) -> None:
     @app.exception_handler(BridgeError)
     async def bridge_error(request: Request, exc: BridgeError) -> JSONResponse:
-        return _respond(exc)
+        return _respond(classify(exc, redact))
 
     @app.exception_handler(HermesContextError)
     async def library_error(request: Request, exc: HermesContextError) -> JSONResponse:
-        return _respond(classify(exc))
+        return _respond(classify(exc, redact))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -172,10 +180,25 @@ def _add_error_handlers(app: FastAPI) -> None:
         )
         return error_response(422, kind="validation_error", message=f"invalid request: {problems}")
 
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        if exc.status_code == 405:
+            message = f"{request.method} is not allowed here"
+            return error_response(
+                405, kind="method_not_allowed", message=message, headers=dict(exc.headers or {})
+            )
+        if exc.status_code == 404:
+            message = f"no such endpoint: {request.method} {request.url.path}"
+            return error_response(404, kind="not_found", message=redact.text(message))
+        message = redact.text(str(exc.detail))
+        return error_response(exc.status_code, kind="invalid_request_error", message=message)
+
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        LOG.error("%s %s failed", request.method, request.url.path, exc_info=exc)
-        return _respond(classify(exc))
+        error = classify(exc, redact)
+        if error.kind == "server_error":
+            LOG.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return _respond(error)
 
 
 def _respond(error: BridgeError) -> JSONResponse:

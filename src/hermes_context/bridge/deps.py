@@ -13,6 +13,7 @@ from ..sessions import SessionStore
 from .errors import BridgeError
 from .pool import AgentPool
 from .ratelimit import RateLimiter
+from .redact import Redactor
 from .runner import TurnRunner
 from .tokens import TokenStore
 
@@ -29,6 +30,7 @@ class Bridge:
     tokens: TokenStore
     pool: AgentPool
     runner: TurnRunner
+    redact: Redactor
     limiter: RateLimiter
 
     def owned(self, session_id: str, user_id: str) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import Any
 from ..errors import HermesContextError
 from .errors import BridgeError, classify, error_body
 from .pool import AgentPool, Slot
+from .redact import Redactor
 
 LOG = logging.getLogger("hermes_context.bridge")
 # Threads that build and look up agents (opening state.db, loading a session).
@@ -122,10 +123,13 @@ class Job:
 class TurnRunner:
     """Runs jobs on agents of ``pool``: bounded, serialised per session, with a deadline."""
 
-    def __init__(self, pool: AgentPool, *, max_workers: int, timeout_seconds: float) -> None:
+    def __init__(
+        self, pool: AgentPool, *, max_workers: int, timeout_seconds: float, redact: Redactor
+    ) -> None:
         self.pool = pool
         self.max_workers = max_workers
         self.timeout_seconds = timeout_seconds
+        self.redact = redact
         self._turns = concurrent.futures.ThreadPoolExecutor(max_workers, thread_name_prefix="turn")
         self._agents = concurrent.futures.ThreadPoolExecutor(
             AGENT_THREADS, thread_name_prefix="agent"
@@ -219,7 +223,7 @@ class TurnRunner:
             LOG.warning("%s failed: %s", job.label, exc)
         else:
             LOG.error("%s failed", job.label, exc_info=exc)
-        error = classify(exc)
+        error = classify(exc, self.redact)
         job.events.put("error", error_body(kind=error.kind, message=str(error)))
         if not job.done.done():
             job.done.set_exception(exc)

@@ -2,7 +2,9 @@
 ``done``, ``error``.
 
 ``status`` carries the agent's own events (compression, retries, warnings,
-``queued``) as ``{"kind": <event>, ...data}``.
+``queued``) as ``{"kind": <event>, ...data}``. Its text is redacted; answer
+text (``delta``) and stored messages are the user's own and are sent as they
+are.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from ..errors import HermesContextError
 from .errors import classify, error_body
 from .pool import AgentPool
+from .redact import Redactor
 from .runner import Event, Job
 from .views import message_view
 
@@ -21,31 +24,31 @@ from .views import message_view
 MAX_TOOL_ARGUMENT_CHARS = 200
 
 
-def status_event(event: str, data: dict[str, Any]) -> Event:
+def status_event(event: str, data: dict[str, Any], redact: Redactor) -> Event:
     """The SSE event for one agent status callback."""
     if event == "tool_call":
         args = _short(data.get("arguments"))
         return "tool", {"state": "started", "name": data.get("name"), "arguments": args}
     if event == "tool_result":
         return "tool", {"state": "finished", "name": data.get("name"), "ok": data.get("ok")}
-    return "status", {"kind": event, **json.loads(json.dumps(data, default=str))}
+    return "status", {"kind": event, **redact.data(json.loads(json.dumps(data, default=str)))}
 
 
 def turn_work(
-    text: str, session_id: str, pool: AgentPool
+    text: str, session_id: str, pool: AgentPool, redact: Redactor
 ) -> Callable[[Job], dict[str, Any] | None]:
     """The job that runs one turn and sends its events."""
 
     def work(job: Job) -> dict[str, Any] | None:
         agent, events = job.slot.agent, job.events
         before = {r["id"] for r in agent.message_records()}
-        agent.status_callback = lambda event, data: events.put(*status_event(event, data))
+        agent.status_callback = lambda event, data: events.put(*status_event(event, data, redact))
         agent.stream_callback = lambda piece: events.put("delta", {"text": piece})
         result = None
         try:
             result = agent.run_conversation(text)
         except HermesContextError as exc:
-            error = classify(exc)
+            error = classify(exc, redact)
             events.put("error", error_body(kind=error.kind, message=str(error)))
         finally:
             agent.status_callback, agent.stream_callback = None, None

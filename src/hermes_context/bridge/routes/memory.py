@@ -1,24 +1,29 @@
 """The user's MEMORY.md / USER.md (per-user memory mode; 409 in the default mode).
 
 Writes go through the same checks as the ``memory`` tool (threat scan,
-limits, journal with origin ``user``).
+limits, journal with origin ``user``). A refused write answers the usual
+error shape, its ``type`` the store's reason (``security``, ``over_limit``,
+``no_match``...); server paths never leave.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Query
 
 from ...memory import MemoryStore
 from ..deps import Bridge, BridgeDep, User
-from ..errors import BridgeError
+from ..errors import BridgeError, storage_fault_in_text
 from ..schemas import MemoryWrite
 from ..views import user_home
 
 router = APIRouter(prefix="/v1")
+# Refusals that are the server's fault, not the request's (the rest are 400).
+SERVER_SIDE_REASONS = frozenset({"store", "write_failed", "journal", "unreadable", "not_utf8"})
+# Keys of a store's answer that name server files.
+PATH_KEYS = ("path", "backup")
 
 
 def _store(bridge: Bridge, user_id: str) -> MemoryStore:
@@ -28,6 +33,19 @@ def _store(bridge: Bridge, user_id: str) -> MemoryStore:
     return MemoryStore.from_config(dataclasses.replace(bridge.config, hermes_home=home))
 
 
+def _answer(bridge: Bridge, result: dict[str, Any]) -> dict[str, Any]:
+    """A successful write as it is (paths dropped); a refusal raised as an error."""
+    if result.get("success"):
+        return bridge.redact.data({k: v for k, v in result.items() if k not in PATH_KEYS})
+    message = str(result.get("error") or "the memory write was refused")
+    storage = storage_fault_in_text(message)
+    if storage is not None:
+        raise storage
+    reason = str(result.get("reason") or "invalid_request_error")
+    status = 500 if reason in SERVER_SIDE_REASONS else 400
+    raise BridgeError(reason, bridge.redact.text(message), status=status)
+
+
 @router.get("/memory")
 def get_memory(user_id: User, bridge: BridgeDep) -> dict[str, Any]:
     """Both files' entries and usage."""
@@ -35,13 +53,12 @@ def get_memory(user_id: User, bridge: BridgeDep) -> dict[str, Any]:
     out = {}
     for target in ("memory", "user"):
         status = store.status(target)
-        status.pop("path", None)  # the server's filesystem is not the client's business
-        out[target] = status
+        out[target] = {k: v for k, v in status.items() if k not in PATH_KEYS}
     return out
 
 
 @router.post("/memory")
-def write_memory(body: MemoryWrite, user_id: User, bridge: BridgeDep) -> JSONResponse:
+def write_memory(body: MemoryWrite, user_id: User, bridge: BridgeDep) -> dict[str, Any]:
     """``add``, ``replace`` or ``remove`` an entry."""
     store = _store(bridge, user_id)
     if body.action == "add":
@@ -50,13 +67,15 @@ def write_memory(body: MemoryWrite, user_id: User, bridge: BridgeDep) -> JSONRes
         result = store.replace(body.target, body.old_text or "", body.content or "", origin="user")
     else:
         result = store.remove(body.target, body.old_text or "", origin="user")
-    return JSONResponse(result, status_code=200 if result.get("success") else 400)
+    return _answer(bridge, result)
 
 
 @router.delete("/memory")
-def delete_memory(target: str, old_text: str, user_id: User, bridge: BridgeDep) -> JSONResponse:
+def delete_memory(
+    target: Annotated[Literal["memory", "user"], Query()],
+    old_text: str,
+    user_id: User,
+    bridge: BridgeDep,
+) -> dict[str, Any]:
     """Remove the entry that ``old_text`` matches."""
-    if target not in ("memory", "user"):
-        raise BridgeError("validation_error", "target must be memory or user")
-    result = _store(bridge, user_id).remove(target, old_text, origin="user")
-    return JSONResponse(result, status_code=200 if result.get("success") else 400)
+    return _answer(bridge, _store(bridge, user_id).remove(target, old_text, origin="user"))

@@ -40,7 +40,7 @@ async def chat_completions(
         await run_in_threadpool(bridge.owned, session, user_id)
     slot = await bridge.runner.lease(session or None, user_id)
     session_id = slot.agent.session_id
-    work = turn_work(text, session_id, bridge.pool)
+    work = turn_work(text, session_id, bridge.pool, bridge.redact)
     job = bridge.runner.submit(slot, work, label=f"chat completion on {session_id}")
     model = body.model or str(bridge.config.model.name)
     headers = {SESSION_HEADER: session_id}

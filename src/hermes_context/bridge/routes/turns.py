@@ -26,6 +26,6 @@ async def turn(
     """Run a turn: ``status``, ``tool``, ``delta``, ``message``, then ``done`` or ``error``."""
     await run_in_threadpool(bridge.owned, session_id, user_id)
     slot = await bridge.runner.lease(session_id, user_id)
-    work = turn_work(body.message, session_id, bridge.pool)
+    work = turn_work(body.message, session_id, bridge.pool, bridge.redact)
     job = bridge.runner.submit(slot, work, label=f"turn on {session_id}")
     return EventSourceResponse(sse_frames(relay(job.events, job.done)))
