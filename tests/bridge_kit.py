@@ -47,6 +47,19 @@ def make_client(home: Path, server: ScriptedLLMServer, extra: str = "", context_
     return TestClient(app), alice, bob
 
 
+def fake_result(agent: Any, text: str) -> dict[str, Any]:
+    """What ``AIAgent.run_conversation`` returns, for a fake turn answering ``text``."""
+    return {
+        "final_response": text,
+        "messages": [],
+        "session_id": agent.session_id,
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+        "compressions": [],
+        "iterations": 1,
+        "interrupted": False,
+    }
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

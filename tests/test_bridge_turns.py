@@ -1,5 +1,5 @@
 """Turns on the bridge under faults and load: a crashing worker, a bounded executor, the
-overall deadline, serialisation that survives eviction, no stall of other users.
+overall deadline, serialisation that survives eviction, no stall of other users, stream resets.
 
 These run a real bridge (uvicorn on 127.0.0.1 in a thread) when the defect is about
 threads and timing, and the ``TestClient`` otherwise.
@@ -19,25 +19,13 @@ pytest.importorskip("sse_starlette", reason='the bridge needs pip install "herme
 
 import httpx  # noqa: E402
 
-from bridge_kit import live, make_app, make_client, run_turn, wait_for  # noqa: E402
+from bridge_kit import fake_result, live, make_app, make_client, run_turn, wait_for  # noqa: E402
 from hermes_context import validate_messages  # noqa: E402
 from hermes_context.agent import AIAgent  # noqa: E402
 from hermes_context.llm.testing import Reply, ScriptedLLMServer  # noqa: E402
 
 # Generous bounds: the machine is shared, so only gross differences are asserted.
 FAST_SECONDS = 1.5
-
-
-def fake_result(agent: AIAgent, text: str) -> dict:
-    return {
-        "final_response": text,
-        "messages": [],
-        "session_id": agent.session_id,
-        "usage": {"prompt_tokens": 3, "completion_tokens": 2},
-        "compressions": [],
-        "iterations": 1,
-        "interrupted": False,
-    }
 
 
 def in_thread(fn, *args, **kwargs):
@@ -286,7 +274,53 @@ def test_a_slow_turn_and_many_context_reads_do_not_stall_other_users(hermes_home
     assert readers[0]["result"].json()["total"] > 0
 
 
-def test_status_events_hide_the_model_url(hermes_home):
+# -- retried streams ---------------------------------------------------------------------
+
+
+def streaming_reset(seen):
+    def run(self, user_message, conversation_history=None):
+        seen.append(getattr(self, "retry_partial_streams", True))
+        self.stream_callback("partial ans")
+        self.status_callback("stream_reset", {"discarded_chars": 11, "error_kind": "stream"})
+        self.stream_callback("fine")
+        return fake_result(self, "fine")
+
+    return run
+
+
+def test_a_stream_reset_reaches_the_client_and_the_facade_does_not_retry(hermes_home, monkeypatch):
+    seen: list = []
+    monkeypatch.setattr(AIAgent, "run_conversation", streaming_reset(seen))
+    with ScriptedLLMServer(responder=lambda body: Reply.text("unused")) as model:
+        client, alice, _ = make_client(hermes_home, model)
+        with client:
+            session = client.post("/v1/sessions", headers=alice).json()["id"]
+            native = run_turn(client, alice, session, "hi")
+            request = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
+            headers = {**alice, "X-Hermes-Session": session}
+            with client.stream(
+                "POST", "/v1/chat/completions", json=request, headers=headers
+            ) as response:
+                chunks = [json.loads(d) for d in data_lines(response.iter_lines())[:-1]]
+            run_turn(client, alice, session, "again")
+    kinds = [(k, d.get("kind")) for k, d in native]
+    reset = kinds.index(("status", "stream_reset"))
+    assert kinds[reset - 1][0] == "delta" and kinds[reset + 1][0] == "delta"
+    assert native[reset][1] == {
+        "kind": "stream_reset",
+        "discarded_chars": 11,
+        "error_kind": "stream",
+    }
+    assert seen == [True, False, True]
+    errors = [c["error"] for c in chunks if "error" in c]
+    assert errors and errors[0]["type"] == "stream_reset"
+    text = "".join(
+        c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices")
+    )
+    assert text != "partial ansfine"
+
+
+def test_a_retry_event_keeps_its_kind_and_hides_the_model_url(hermes_home):
     replies = iter([Reply.error(503, "overloaded"), Reply.text("second try")])
     with ScriptedLLMServer(responder=lambda body: next(replies)) as model:
         client, alice, _ = make_client(hermes_home, model)
@@ -294,7 +328,8 @@ def test_status_events_hide_the_model_url(hermes_home):
         with client:
             session = client.post("/v1/sessions", headers=alice).json()["id"]
             events = run_turn(client, alice, session, "hi")
-    [retry] = [d for k, d in events if k == "status" and "delay" in d]
+    [retry] = [d for k, d in events if k == "status" and d["kind"] == "retry"]
+    assert retry["error_kind"] == "other" and retry["delay"] > 0
     assert url not in json.dumps(events) and f"127.0.0.1:{port}" not in json.dumps(events)
     assert "<model server>" in retry["error"]
     assert events[-1][1]["final_response"] == "second try"

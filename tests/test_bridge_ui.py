@@ -8,9 +8,11 @@ message and find it highlighted.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import threading
 
 import pytest
 
@@ -21,8 +23,9 @@ pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="Chromium is missing: apt-get install -y chromium"
 )
 
-from bridge_kit import live, write_config  # noqa: E402
+from bridge_kit import fake_result, live, write_config  # noqa: E402
 from hermes_context import load_config  # noqa: E402
+from hermes_context.agent import AIAgent  # noqa: E402
 from hermes_context.bridge import TokenStore, create_app  # noqa: E402
 from hermes_context.llm.testing import Reply, ScriptedLLMServer  # noqa: E402
 
@@ -36,7 +39,9 @@ def bridge(hermes_home):
             yield base, token
 
 
-def test_inspector_shows_compression_summaries_originals_and_search(bridge):
+@contextlib.contextmanager
+def new_session_page(bridge):
+    """A Chromium page logged in to the inspector, with a new session open."""
     base, token = bridge
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
@@ -47,6 +52,12 @@ def test_inspector_shows_compression_summaries_originals_and_search(bridge):
         page.wait_for_selector("#login", state="hidden")
         page.click("#new-session")
         page.wait_for_selector(".session.active")
+        yield page
+        browser.close()
+
+
+def test_inspector_shows_compression_summaries_originals_and_search(bridge):
+    with new_session_page(bridge) as page:
         compressed = False
         for n in range(12):
             page.fill("#input", f"Note {n}: the quokka{n} batch " + "needs careful review " * 260)
@@ -76,4 +87,25 @@ def test_inspector_shows_compression_summaries_originals_and_search(bridge):
         if shot:
             summary.scroll_into_view_if_needed()
             page.screenshot(path=shot, full_page=False)
-        browser.close()
+
+
+def test_a_reset_stream_drops_the_partial_text_from_the_live_answer(bridge, monkeypatch):
+    release = threading.Event()
+
+    def run(self, user_message, conversation_history=None):
+        self.stream_callback("Hello, wor")
+        self.status_callback("stream_reset", {"discarded_chars": 10, "error_kind": "stream"})
+        self.stream_callback("Hello, world.")
+        release.wait(20)
+        return fake_result(self, "Hello, world.")
+
+    monkeypatch.setattr(AIAgent, "run_conversation", run)
+    with new_session_page(bridge) as page:
+        page.fill("#input", "greet me")
+        page.click("#send")
+        page.wait_for_function("document.querySelector('#live').textContent.endsWith('world.')")
+        live = page.locator("#live").inner_text()
+        release.set()
+        page.wait_for_selector("#status .done", timeout=30_000)
+        assert "stream_reset" in page.locator("#status").inner_text()
+    assert live == "Hello, world."

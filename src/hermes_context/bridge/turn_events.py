@@ -2,9 +2,10 @@
 ``done``, ``error``.
 
 ``status`` carries the agent's own events (compression, retries, warnings,
-``queued``) as ``{"kind": <event>, ...data}``. Its text is redacted; answer
-text (``delta``) and stored messages are the user's own and are sent as they
-are.
+``stream_reset``, ``queued``) as ``{"kind": <event>, ...data}``; a data key
+that would overwrite ``kind`` is renamed (``RENAMED_KEYS``). Its text is
+redacted; answer text (``delta``) and stored messages are the user's own and
+are sent as they are.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ from .redact import Redactor
 from .runner import Event, Job
 from .views import message_view
 
+# Data keys an agent event may carry that the status event itself uses.
+RENAMED_KEYS = {"kind": "error_kind"}
+# The agent attribute that says whether a streamed request whose text was already
+# delivered may be retried (True, the agent's default) or fails the turn (False).
+RETRY_PARTIAL_STREAMS = "retry_partial_streams"
 # Characters of a tool call's arguments shown in its ``tool`` event.
 MAX_TOOL_ARGUMENT_CHARS = 200
 
@@ -31,19 +37,33 @@ def status_event(event: str, data: dict[str, Any], redact: Redactor) -> Event:
         return "tool", {"state": "started", "name": data.get("name"), "arguments": args}
     if event == "tool_result":
         return "tool", {"state": "finished", "name": data.get("name"), "ok": data.get("ok")}
-    return "status", {"kind": event, **redact.data(json.loads(json.dumps(data, default=str)))}
+    plain = json.loads(json.dumps(data, default=str))
+    payload = {RENAMED_KEYS.get(key, key): value for key, value in plain.items()}
+    return "status", {**redact.data(payload), "kind": event}
 
 
 def turn_work(
-    text: str, session_id: str, pool: AgentPool, redact: Redactor
+    text: str,
+    session_id: str,
+    pool: AgentPool,
+    redact: Redactor,
+    *,
+    retry_partial_streams: bool | None = None,
 ) -> Callable[[Job], dict[str, Any] | None]:
-    """The job that runs one turn and sends its events."""
+    """The job that runs one turn and sends its events.
+
+    Args:
+        retry_partial_streams: Set on the agent for this turn (None: its own setting).
+    """
 
     def work(job: Job) -> dict[str, Any] | None:
         agent, events = job.slot.agent, job.events
         before = {r["id"] for r in agent.message_records()}
+        previous = getattr(agent, RETRY_PARTIAL_STREAMS, True)
         agent.status_callback = lambda event, data: events.put(*status_event(event, data, redact))
         agent.stream_callback = lambda piece: events.put("delta", {"text": piece})
+        if retry_partial_streams is not None:
+            setattr(agent, RETRY_PARTIAL_STREAMS, retry_partial_streams)
         result = None
         try:
             result = agent.run_conversation(text)
@@ -52,6 +72,7 @@ def turn_work(
             events.put("error", error_body(kind=error.kind, message=str(error)))
         finally:
             agent.status_callback, agent.stream_callback = None, None
+            setattr(agent, RETRY_PARTIAL_STREAMS, previous)
             for record in agent.message_records():  # what the turn stored, without a re-read
                 if record["id"] not in before:
                     events.put("message", message_view(agent.session_id, record))

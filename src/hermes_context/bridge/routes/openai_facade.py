@@ -2,7 +2,10 @@
 
 The session comes from the ``X-Hermes-Session`` header, or a new one is made
 and named in that header; only the newest user message of the request is
-taken (the session holds the rest).
+taken (the session holds the rest). Facade turns never retry a model stream
+whose text was already sent (``retry_partial_streams`` off): an OpenAI client
+cannot take text back, so a broken stream ends with an error chunk and what
+the client saw is what is stored.
 """
 
 from __future__ import annotations
@@ -19,12 +22,17 @@ from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
 from ..deps import SESSION_HEADER, BridgeDep, User
-from ..errors import STATUS_OF_TYPE, BridgeError
+from ..errors import STATUS_OF_TYPE, BridgeError, error_body
 from ..runner import Event, relay
 from ..schemas import MAX_MESSAGE_CHARS, ChatRequest
 from ..turn_events import turn_work
 
 router = APIRouter(prefix="/v1")
+# What a client is told when the model's stream broke after text was sent.
+STREAM_RESET_MESSAGE = (
+    "the model's stream broke after {chars} characters were sent; the text above is incomplete "
+    "— send the message again"
+)
 
 
 @router.post("/chat/completions")
@@ -40,7 +48,7 @@ async def chat_completions(
         await run_in_threadpool(bridge.owned, session, user_id)
     slot = await bridge.runner.lease(session or None, user_id)
     session_id = slot.agent.session_id
-    work = turn_work(text, session_id, bridge.pool, bridge.redact)
+    work = turn_work(text, session_id, bridge.pool, bridge.redact, retry_partial_streams=False)
     job = bridge.runner.submit(slot, work, label=f"chat completion on {session_id}")
     model = body.model or str(bridge.config.model.name)
     headers = {SESSION_HEADER: session_id}
@@ -95,14 +103,25 @@ async def openai_chunks(events: AsyncIterator[Event], model: str) -> AsyncIterat
 
     yield chunk({"role": "assistant"})
     async for kind, data in events:
-        if kind == "error":
-            yield {"data": json.dumps({"error": data["error"]}, ensure_ascii=False)}
+        failure = _failure(kind, data)
+        if failure is not None:
+            yield {"data": json.dumps(failure, ensure_ascii=False)}
             yield {"data": "[DONE]"}
             return
         if kind == "delta":
             yield chunk({"content": data["text"]})
     yield chunk({}, "stop")
     yield {"data": "[DONE]"}
+
+
+def _failure(kind: str, data: dict[str, Any]) -> dict[str, Any] | None:
+    """The error chunk that ends the stream, for an error or a reset model stream."""
+    if kind == "error":
+        return {"error": data["error"]}
+    if kind == "status" and data.get("kind") == "stream_reset":
+        chars = data.get("discarded_chars", "some")
+        return error_body(kind="stream_reset", message=STREAM_RESET_MESSAGE.format(chars=chars))
+    return None
 
 
 def completion(final: str, usage: dict[str, Any], model: str) -> dict[str, Any]:

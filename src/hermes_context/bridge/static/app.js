@@ -180,6 +180,12 @@ function showStatus(kind, data) {
   }
 }
 
+// `text` without its last `count` characters (code points, as the server counts them).
+function dropTail(text, count) {
+  const chars = Array.from(text);
+  return chars.slice(0, Math.max(0, chars.length - (count || 0))).join("");
+}
+
 async function send() {
   const text = $("input").value;
   if (!text.trim() || !current) return;
@@ -204,7 +210,11 @@ async function send() {
         const data = JSON.parse(line.slice(5));
         if (kind === "delta") live.textContent += data.text;
         else if (kind === "done") { if (data.session_id !== current) current = data.session_id; }
-        else showStatus(kind, data);
+        else {
+          // The model's stream broke and is retried: the text it had sent is not the answer.
+          if (kind === "status" && data.kind === "stream_reset") live.textContent = dropTail(live.textContent, data.discarded_chars);
+          showStatus(kind, data);
+        }
       }
     }
   }
