@@ -1,7 +1,9 @@
-"""The bridge's HTTP surface: one error shape, without server paths."""
+"""The bridge's HTTP surface: body limits on the stream, one error shape without server
+paths."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
@@ -9,9 +11,10 @@ import pytest
 pytest.importorskip("fastapi", reason='the bridge needs pip install "hermes-context[bridge]"')
 pytest.importorskip("sse_starlette", reason='the bridge needs pip install "hermes-context[bridge]"')
 
+import httpx  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
-from bridge_kit import make_client, write_config  # noqa: E402
+from bridge_kit import live, make_app, make_client, write_config  # noqa: E402
 from hermes_context import load_config  # noqa: E402
 from hermes_context.bridge import TokenStore, create_app  # noqa: E402
 from hermes_context.errors import StoreError  # noqa: E402
@@ -29,6 +32,30 @@ def error_of(response):
     body = response.json()
     assert set(body) == {"error"} and set(body["error"]) == {"type", "message"}, body
     return body["error"]
+
+
+# -- body limits -----------------------------------------------------------------------
+
+
+def test_a_chunked_body_over_the_limit_is_refused(hermes_home, model):
+    app, alice, _ = make_app(hermes_home, model, "bridge:\n  max_request_bytes: 2000\n")
+    payload = json.dumps({"messages": [{"role": "user", "content": "x" * 50_000}]}).encode()
+
+    def chunks():  # no Content-Length: the body arrives as a chunked stream
+        for start in range(0, len(payload), 4096):
+            yield payload[start : start + 4096]
+
+    headers = {**alice, "Content-Type": "application/json"}
+    with live(app) as base, httpx.Client(base_url=base, timeout=20) as http:
+        response = http.post("/v1/chat/completions", content=chunks(), headers=headers)
+        small = http.post(
+            "/v1/chat/completions",
+            content=iter([b'{"messages": [{"role": "user", "content": "hi"}]}']),
+            headers=headers,
+        )
+    assert response.status_code == 413
+    assert "2,000 bytes" in error_of(response)["message"]
+    assert small.status_code == 200 and model.chat_requests[-1].body["messages"][-1]["content"]
 
 
 # -- one error shape, no server paths --------------------------------------------------------------------

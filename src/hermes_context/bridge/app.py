@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -27,6 +26,7 @@ from ..errors import ConfigError, HermesContextError
 from ..sessions import DB_FILENAME, SessionDB, SessionStore
 from .deps import SESSION_HEADER, Bridge
 from .errors import BridgeError, classify, error_response
+from .middleware import BodyLimit
 from .pool import AgentPool
 from .ratelimit import RateLimiter
 from .redact import Redactor
@@ -143,16 +143,8 @@ def agent_factory(config: Config) -> Callable[[str | None, str], AIAgent]:
 
 
 def _add_middleware(app: FastAPI, bridge: Bridge) -> None:
-    max_bytes = bridge.settings.max_request_bytes
-
-    @app.middleware("http")
-    async def limit_size(request: Request, call_next: Any) -> Any:
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > max_bytes:
-            message = f"the request body is over {max_bytes:,} bytes"
-            return error_response(413, kind="request_too_large", message=message)
-        return await call_next(request)
-
+    """Innermost first: the body limit, then CORS when configured."""
+    app.add_middleware(BodyLimit, max_bytes=bridge.settings.max_request_bytes)
     origins = [o.strip() for o in bridge.settings.cors_origins.split(",") if o.strip()]
     if origins:
         app.add_middleware(
