@@ -181,6 +181,7 @@ def test_openapi_schema_lists_the_api(hermes_home, model):
         "/v1/sessions/{session_id}/context",
         "/v1/search",
         "/v1/chat/completions",
+        "/v1/models",
         "/healthz",
     ):
         assert path in paths, path

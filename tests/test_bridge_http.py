@@ -1,5 +1,5 @@
 """The bridge's HTTP surface: body limits on the stream, one error shape without server
-paths."""
+paths, the OpenAI facade's validation and endpoints."""
 
 from __future__ import annotations
 
@@ -143,3 +143,73 @@ def test_unknown_paths_and_methods_use_the_error_shape(hermes_home, model):
     assert missing.status_code == 404 and error_of(missing)["type"] == "not_found"
     assert wrong.status_code == 405 and error_of(wrong)["type"] == "method_not_allowed"
     assert wrong_too.status_code == 405 and error_of(wrong_too)["type"] == "method_not_allowed"
+
+
+# -- the OpenAI facade -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "user", "content": [{"type": "text", "text": 5}]}],
+        [{"role": "user", "content": [None]}],
+        [{"role": "user", "content": [{"text": "no type"}]}],
+        [None],
+        [{"role": "user", "content": {"text": "a dict"}}],
+        [{"role": "wizard", "content": "hi"}],
+    ],
+)
+def test_bad_content_parts_are_422_not_500(hermes_home, model, messages):
+    client, alice, _ = make_client(hermes_home, model)
+    with client:
+        response = client.post("/v1/chat/completions", json={"messages": messages}, headers=alice)
+    assert response.status_code == 422, response.text
+    assert "messages" in error_of(response)["message"]
+
+
+def test_content_parts_with_text_are_taken(hermes_home, model):
+    client, alice, _ = make_client(hermes_home, model)
+    parts = [
+        {"type": "text", "text": "look at "},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        {"type": "text", "text": "this"},
+    ]
+    with client:
+        response = client.post(
+            "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": parts}]},
+            headers=alice,
+        )
+    assert response.status_code == 200
+    assert model.chat_requests[-1].body["messages"][-1]["content"] == "look at this"
+
+
+def test_models_are_listed_like_openai(hermes_home, model):
+    client, alice, _ = make_client(hermes_home, model)
+    with client:
+        listed = client.get("/v1/models", headers=alice)
+        anonymous = client.get("/v1/models")
+    assert listed.status_code == 200
+    body = listed.json()
+    assert body["object"] == "list"
+    assert [m["id"] for m in body["data"]] == ["scripted-model"]
+    assert body["data"][0]["object"] == "model"
+    assert anonymous.status_code == 401
+
+
+def test_include_usage_sends_the_usage_chunk(hermes_home, model):
+    client, alice, _ = make_client(hermes_home, model)
+    request = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with client:
+        with client.stream("POST", "/v1/chat/completions", json=request, headers=alice) as r:
+            data = [line[5:].strip() for line in r.iter_lines() if line.startswith("data:")]
+    assert data[-1] == "[DONE]"
+    chunks = [json.loads(d) for d in data[:-1]]
+    last = chunks[-1]
+    assert last["choices"] == [] and last["usage"]["total_tokens"] > 0
+    assert all("usage" in c and c["usage"] is None for c in chunks[:-1])
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop"

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible facade: ``/v1/chat/completions``, streaming or not.
+"""The OpenAI-compatible facade: ``/v1/chat/completions`` (streaming or not) and ``/v1/models``.
 
 The session comes from the ``X-Hermes-Session`` header, or a new one is made
 and named in that header; only the newest user message of the request is
@@ -24,7 +24,7 @@ from sse_starlette.sse import EventSourceResponse
 from ..deps import SESSION_HEADER, BridgeDep, User
 from ..errors import STATUS_OF_TYPE, BridgeError, error_body
 from ..runner import Event, relay
-from ..schemas import MAX_MESSAGE_CHARS, ChatRequest
+from ..schemas import MAX_MESSAGE_CHARS, ChatMessage, ChatRequest
 from ..turn_events import turn_work
 
 router = APIRouter(prefix="/v1")
@@ -33,6 +33,16 @@ STREAM_RESET_MESSAGE = (
     "the model's stream broke after {chars} characters were sent; the text above is incomplete "
     "— send the message again"
 )
+
+
+@router.get("/models")
+def models(user_id: User, bridge: BridgeDep) -> dict[str, Any]:
+    """The model this bridge serves, as an OpenAI model list."""
+    name = str(bridge.config.model.name)
+    return {
+        "object": "list",
+        "data": [{"id": name, "object": "model", "created": 0, "owned_by": "hermes-context"}],
+    }
 
 
 @router.post("/chat/completions")
@@ -54,24 +64,24 @@ async def chat_completions(
     headers = {SESSION_HEADER: session_id}
     events = relay(job.events, job.done)
     if body.stream:
-        return EventSourceResponse(openai_chunks(events, model), headers=headers)
+        usage = bool(body.stream_options and body.stream_options.include_usage)
+        chunks = openai_chunks(events, model, include_usage=usage)
+        return EventSourceResponse(chunks, headers=headers)
     final, turn_usage = await collect(events)
     return JSONResponse(completion(final, turn_usage, model), headers=headers)
 
 
-def newest_user_text(messages: list[dict[str, Any]]) -> str:
+def newest_user_text(messages: list[ChatMessage]) -> str:
     """The text of the newest user message that has some."""
     for message in reversed(messages):
-        if message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, list):
-                content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-            if isinstance(content, str) and content.strip():
-                if len(content) > MAX_MESSAGE_CHARS:
+        if message.role == "user":
+            text = message.text()
+            if text.strip():
+                if len(text) > MAX_MESSAGE_CHARS:
                     raise BridgeError(
                         "request_too_large", f"the message is over {MAX_MESSAGE_CHARS:,} characters"
                     )
-                return content
+                return text
     raise BridgeError("validation_error", "messages needs a user message with text")
 
 
@@ -89,8 +99,14 @@ async def collect(events: AsyncIterator[Event]) -> tuple[str, dict[str, Any]]:
     return final, usage
 
 
-async def openai_chunks(events: AsyncIterator[Event], model: str) -> AsyncIterator[dict[str, str]]:
-    """The turn as ``chat.completion.chunk`` frames, then ``[DONE]``."""
+async def openai_chunks(
+    events: AsyncIterator[Event], model: str, *, include_usage: bool
+) -> AsyncIterator[dict[str, str]]:
+    """The turn as ``chat.completion.chunk`` frames, then ``[DONE]``.
+
+    With ``include_usage`` every chunk has ``usage: null`` and a last chunk
+    with no choices carries the usage, as OpenAI sends it.
+    """
     head = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "created": int(time.time()), "model": model}
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, str]:
@@ -99,9 +115,12 @@ async def openai_chunks(events: AsyncIterator[Event], model: str) -> AsyncIterat
             "object": "chat.completion.chunk",
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         }
+        if include_usage:
+            body["usage"] = None
         return {"data": json.dumps(body, ensure_ascii=False)}
 
     yield chunk({"role": "assistant"})
+    usage: dict[str, Any] = {}
     async for kind, data in events:
         failure = _failure(kind, data)
         if failure is not None:
@@ -110,7 +129,12 @@ async def openai_chunks(events: AsyncIterator[Event], model: str) -> AsyncIterat
             return
         if kind == "delta":
             yield chunk({"content": data["text"]})
+        elif kind == "done":
+            usage = data["usage"]
     yield chunk({}, "stop")
+    if include_usage:
+        body = {**head, "object": "chat.completion.chunk", "choices": [], "usage": _usage(usage)}
+        yield {"data": json.dumps(body)}
     yield {"data": "[DONE]"}
 
 
