@@ -169,9 +169,9 @@ def test_limits_and_validation(hermes_home, model):
 
 
 def test_openapi_schema_lists_the_api(hermes_home, model):
-    client, _, _ = make_client(hermes_home, model)
+    client, alice, _ = make_client(hermes_home, model)
     with client:
-        paths = client.get("/openapi.json").json()["paths"]
+        paths = client.get("/openapi.json", headers=alice).json()["paths"]
     for path in (
         "/v1/sessions",
         "/v1/sessions/{session_id}/turns",

@@ -1,5 +1,5 @@
 """The bridge's HTTP surface: body limits on the stream, one error shape without server
-paths, the OpenAI facade's validation and endpoints."""
+paths, the OpenAI facade's validation and endpoints, the schema behind the token."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_a_chunked_body_over_the_limit_is_refused(hermes_home, model):
     assert small.status_code == 200 and model.chat_requests[-1].body["messages"][-1]["content"]
 
 
-# -- one error shape, no server paths --------------------------------------------------------------------
+# -- one error shape, no server paths ----------------------------------------------------
 
 
 def test_a_missing_message_is_404_with_type_and_message_in_place(hermes_home, model):
@@ -142,7 +142,8 @@ def test_unknown_paths_and_methods_use_the_error_shape(hermes_home, model):
         wrong_too = client.put("/v1/memory", headers=alice)
     assert missing.status_code == 404 and error_of(missing)["type"] == "not_found"
     assert wrong.status_code == 405 and error_of(wrong)["type"] == "method_not_allowed"
-    assert wrong_too.status_code == 405 and error_of(wrong_too)["type"] == "method_not_allowed"
+    assert sorted(wrong.headers["allow"].split(", ")) == ["GET", "POST"]
+    assert sorted(wrong_too.headers["allow"].split(", ")) == ["DELETE", "GET", "POST"]
 
 
 # -- the OpenAI facade -------------------------------------------------------------------
@@ -213,3 +214,48 @@ def test_include_usage_sends_the_usage_chunk(hermes_home, model):
     assert last["choices"] == [] and last["usage"]["total_tokens"] > 0
     assert all("usage" in c and c["usage"] is None for c in chunks[:-1])
     assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
+
+
+# -- the schema and the token ------------------------------------------------------------
+
+
+def test_the_schema_and_docs_need_the_token(hermes_home, model):
+    client, alice, _ = make_client(hermes_home, model)
+    with client:
+        assert client.get("/openapi.json").status_code == 401
+        for page in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+            assert client.get(page).status_code == 404, page
+            assert client.get(page, headers=alice).status_code == 404, page
+        schema = client.get("/openapi.json", headers=alice).json()
+    assert "/v1/models" in schema["paths"]
+
+
+def test_the_schema_lists_the_error_responses(hermes_home, model):
+    client, alice, _ = make_client(hermes_home, model)
+    with client:
+        schema = client.get("/openapi.json", headers=alice).json()
+    turns = schema["paths"]["/v1/sessions/{session_id}/turns"]["post"]["responses"]
+    for status in ("401", "404", "413", "422", "429", "500"):
+        assert status in turns, status
+        ref = turns[status]["content"]["application/json"]["schema"]["$ref"]
+        assert ref.endswith("/ErrorResponse")
+    assert "text/event-stream" in turns["200"]["content"]
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            if path != "/healthz":
+                assert "401" in operation["responses"], (method, path)
+                assert "429" in operation["responses"], (method, path)
+    assert "409" in schema["paths"]["/v1/memory"]["get"]["responses"]
+
+
+def test_bad_tokens_are_rate_limited_per_address(hermes_home, model):
+    client, alice, _ = make_client(hermes_home, model, "bridge:\n  rate_limit_per_minute: 3\n")
+    with client:
+        statuses = [
+            client.get(
+                "/v1/sessions", headers={"Authorization": f"Bearer hct_guess{n}"}
+            ).status_code
+            for n in range(5)
+        ]
+        assert client.get("/v1/sessions", headers=alice).status_code == 200
+    assert statuses[:3] == [401, 401, 401] and statuses[-1] == 429

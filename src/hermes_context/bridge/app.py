@@ -18,6 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
 from ..agent import AIAgent
@@ -67,7 +68,14 @@ def create_app(
         bridge.pool.close_all()  # every agent flushed and its session ended
         bridge.db.close()
 
-    app = FastAPI(title="hermes-context bridge", version="1", lifespan=lifespan)
+    app = FastAPI(
+        title="hermes-context bridge",
+        version="1",
+        lifespan=lifespan,
+        openapi_url=None,  # served behind the token by routes/ui.py
+        docs_url=None,
+        redoc_url=None,
+    )
     app.state.bridge = bridge
     app.state.pool, app.state.db, app.state.tokens = bridge.pool, bridge.db, bridge.tokens
     _add_middleware(app, bridge)
@@ -175,9 +183,10 @@ def _add_error_handlers(app: FastAPI, redact: Redactor) -> None:
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         if exc.status_code == 405:
-            message = f"{request.method} is not allowed here"
+            allowed = ", ".join(_allowed_methods(request.url.path))
+            message = f"{request.method} is not allowed here; use {allowed}"
             return error_response(
-                405, kind="method_not_allowed", message=message, headers=dict(exc.headers or {})
+                405, kind="method_not_allowed", message=message, headers={"Allow": allowed}
             )
         if exc.status_code == 404:
             message = f"no such endpoint: {request.method} {request.url.path}"
@@ -195,3 +204,13 @@ def _add_error_handlers(app: FastAPI, redact: Redactor) -> None:
 
 def _respond(error: BridgeError) -> JSONResponse:
     return error_response(error.status, kind=error.kind, message=str(error), headers=error.headers)
+
+
+def _allowed_methods(path: str) -> list[str]:
+    """Every method some route of ``path`` takes (Starlette's 405 names only the first route's)."""
+    methods: set[str] = set()
+    for router in ROUTERS:
+        for route in router.routes:
+            if isinstance(route, APIRoute) and route.path_regex.match(path):
+                methods |= route.methods or set()
+    return sorted(methods)

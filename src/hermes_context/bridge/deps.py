@@ -18,6 +18,8 @@ from .runner import TurnRunner
 from .tokens import TokenStore
 
 SESSION_HEADER = "X-Hermes-Session"
+# Seconds a rate-limited client is told to wait (the window is a sliding minute).
+RETRY_AFTER_SECONDS = 10
 
 
 @dataclass
@@ -47,22 +49,33 @@ def get_bridge(request: Request) -> Bridge:
 
 
 async def current_user(
+    request: Request,
     bridge: Annotated[Bridge, Depends(get_bridge)],
     authorization: Annotated[str | None, Header()] = None,
 ) -> str:
-    """The user of the bearer token; 401 without one, 429 over the rate limit."""
+    """The user of the bearer token; 401 without one, 429 over the rate limit.
+
+    Requests without a valid token are counted per client address, so
+    guessing tokens is rate-limited like using them.
+    """
     token = None
     if authorization and authorization[:7].lower() == "bearer ":
         token = authorization[7:].strip()
     user_id = bridge.tokens.user_for(token)
+    key = f"user:{user_id}"
     if user_id is None:
-        raise BridgeError(
-            "auth", "a valid bearer token is required (hermes-context bridge token add USER)"
-        )
-    if not bridge.limiter.allow(user_id):
+        key = f"address:{request.client.host if request.client else 'unknown'}"
+    if not bridge.limiter.allow(key):
         raise BridgeError(
             "rate_limit",
             f"rate limit: at most {bridge.settings.rate_limit_per_minute} requests a minute",
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
+    if user_id is None:
+        raise BridgeError(
+            "auth",
+            "a valid bearer token is required (hermes-context bridge token add USER)",
+            headers={"WWW-Authenticate": "Bearer"},
         )
     return user_id
 

@@ -16,8 +16,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
-from ..errors import ConfigError, HermesContextError, LLMAPIError, SecurityError, StoreError
+from ..errors import (
+    ConfigError,
+    HermesContextError,
+    LLMAPIError,
+    SecurityError,
+    StoreError,
+)
 from ..sessions import SessionNotFoundError
 from .redact import Redactor
 
@@ -60,6 +67,19 @@ READ_ONLY_MESSAGE = (
 BUSY_MESSAGE = "the session store stayed locked by another process; retry in a moment"
 # Seconds a client should wait before retrying a busy store.
 BUSY_RETRY_AFTER_SECONDS = 2
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: a stable ``type`` and a ``message`` saying how to fix it."""
+
+    type: str
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error the bridge answers with."""
+
+    error: ErrorDetail
 
 
 class BridgeError(Exception):
@@ -156,3 +176,28 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         seen.add(id(link))
         yield link
         link = link.__cause__ or link.__context__
+
+
+def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these error statuses, all with the ``ErrorResponse`` body."""
+    return {
+        status: {"model": ErrorResponse, "description": _DESCRIPTIONS[status]}
+        for status in statuses
+    }
+
+
+_DESCRIPTIONS = {
+    400: "The request was refused (the message says why and how to fix it)",
+    401: "No valid bearer token",
+    404: "No such session or message for this user",
+    405: "Method not allowed (see the Allow header)",
+    409: "Conflict with the bridge's settings (memory off)",
+    413: "The body is over bridge.max_request_bytes",
+    422: "The request does not match the schema",
+    429: "Over bridge.rate_limit_per_minute",
+    500: "Internal error (the server log has the details)",
+    502: "The model failed",
+    503: "The server's storage is read-only or busy",
+    504: "The turn passed bridge.turn_timeout_seconds",
+    507: "The server's disk is full",
+}

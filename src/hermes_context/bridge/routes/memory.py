@@ -1,4 +1,4 @@
-"""The user's MEMORY.md / USER.md (per-user memory mode; 409 in the default mode).
+"""The user's MEMORY.md / USER.md (per-user memory mode; 409 in the seed's mode).
 
 Writes go through the same checks as the ``memory`` tool (threat scan,
 limits, journal with origin ``user``). A refused write answers the usual
@@ -15,11 +15,12 @@ from fastapi import APIRouter, Query
 
 from ...memory import MemoryStore
 from ..deps import Bridge, BridgeDep, User
-from ..errors import BridgeError, storage_fault_in_text
+from ..errors import BridgeError, responses, storage_fault_in_text
 from ..schemas import MemoryWrite
 from ..views import user_home
+from .common import AUTHENTICATED
 
-router = APIRouter(prefix="/v1")
+router = APIRouter(prefix="/v1", responses={**AUTHENTICATED, **responses(400, 409)})
 # Refusals that are the server's fault, not the request's (the rest are 400).
 SERVER_SIDE_REASONS = frozenset({"store", "write_failed", "journal", "unreadable", "not_utf8"})
 # Keys of a store's answer that name server files.

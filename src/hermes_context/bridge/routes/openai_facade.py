@@ -22,12 +22,13 @@ from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
 from ..deps import SESSION_HEADER, BridgeDep, User
-from ..errors import STATUS_OF_TYPE, BridgeError, error_body
+from ..errors import STATUS_OF_TYPE, BridgeError, error_body, responses
 from ..runner import Event, relay
 from ..schemas import MAX_MESSAGE_CHARS, ChatMessage, ChatRequest
 from ..turn_events import turn_work
+from .common import AUTHENTICATED, SSE_MEDIA
 
-router = APIRouter(prefix="/v1")
+router = APIRouter(prefix="/v1", responses=AUTHENTICATED)
 # What a client is told when the model's stream broke after text was sent.
 STREAM_RESET_MESSAGE = (
     "the model's stream broke after {chars} characters were sent; the text above is incomplete "
@@ -45,7 +46,13 @@ def models(user_id: User, bridge: BridgeDep) -> dict[str, Any]:
     }
 
 
-@router.post("/chat/completions")
+@router.post(
+    "/chat/completions",
+    responses={
+        200: {"content": SSE_MEDIA},
+        **responses(404, 502, 504),
+    },
+)
 async def chat_completions(
     body: ChatRequest,
     user_id: User,

@@ -15,12 +15,13 @@ from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 
 from ..deps import BridgeDep, User
-from ..errors import BridgeError
+from ..errors import BridgeError, responses
 from ..runner import Job
 from ..schemas import CompressRequest
 from ..views import message_view, session_view
+from .common import AUTHENTICATED
 
-router = APIRouter(prefix="/v1")
+router = APIRouter(prefix="/v1", responses=AUTHENTICATED)
 # The most sessions and search hits one request lists.
 MAX_SESSIONS_LISTED = 200
 MAX_HITS = 50
@@ -41,7 +42,7 @@ def list_sessions(user_id: User, bridge: BridgeDep, limit: int = 20) -> dict[str
     return {"sessions": [session_view(r) for r in rows]}
 
 
-@router.get("/sessions/{session_id}/messages")
+@router.get("/sessions/{session_id}/messages", responses=responses(404))
 def messages(session_id: str, user_id: User, bridge: BridgeDep) -> dict[str, Any]:
     """The live messages; summaries carry their metadata and the URL of their originals."""
     bridge.owned(session_id, user_id)
@@ -49,7 +50,7 @@ def messages(session_id: str, user_id: User, bridge: BridgeDep) -> dict[str, Any
     return {"messages": [message_view(session_id, r) for r in records]}
 
 
-@router.get("/sessions/{session_id}/recall/{summary_id}")
+@router.get("/sessions/{session_id}/recall/{summary_id}", responses=responses(404))
 def recall(session_id: str, summary_id: int, user_id: User, bridge: BridgeDep) -> dict[str, Any]:
     """The original messages a summary replaced."""
     bridge.owned(session_id, user_id)
@@ -57,7 +58,7 @@ def recall(session_id: str, summary_id: int, user_id: User, bridge: BridgeDep) -
     return {"messages": [message_view(session_id, r) for r in records]}
 
 
-@router.post("/sessions/{session_id}/compress")
+@router.post("/sessions/{session_id}/compress", responses=responses(404, 502, 504))
 async def compress(
     session_id: str, user_id: User, bridge: BridgeDep, body: CompressRequest | None = None
 ) -> dict[str, Any]:
@@ -77,7 +78,7 @@ async def compress(
     return entry
 
 
-@router.get("/sessions/{session_id}/context")
+@router.get("/sessions/{session_id}/context", responses=responses(404))
 async def context(session_id: str, user_id: User, bridge: BridgeDep) -> dict[str, Any]:
     """The context breakdown as of the session's last turn (during a turn: before it)."""
     await run_in_threadpool(bridge.owned, session_id, user_id)

@@ -11,15 +11,20 @@ from fastapi.concurrency import run_in_threadpool
 from sse_starlette.sse import EventSourceResponse
 
 from ..deps import BridgeDep, User
+from ..errors import responses
 from ..runner import relay
 from ..schemas import TurnRequest
 from ..turn_events import turn_work
-from .common import sse_frames
+from .common import AUTHENTICATED, EVENT_STREAM, sse_frames
 
-router = APIRouter(prefix="/v1")
+router = APIRouter(prefix="/v1", responses=AUTHENTICATED)
 
 
-@router.post("/sessions/{session_id}/turns", response_class=EventSourceResponse)
+@router.post(
+    "/sessions/{session_id}/turns",
+    response_class=EventSourceResponse,
+    responses={200: EVENT_STREAM, **responses(404)},
+)
 async def turn(
     session_id: str, body: TurnRequest, user_id: User, bridge: BridgeDep
 ) -> EventSourceResponse:

@@ -1,13 +1,13 @@
-"""The web inspector's files and the health check."""
+"""The web inspector's files, the health check and the OpenAPI document (behind the token)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
-from fastapi.responses import HTMLResponse, Response
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from ..deps import BridgeDep
+from ..deps import BridgeDep, User
 from ..views import static_file
 
 router = APIRouter()
@@ -27,3 +27,9 @@ def ui_script() -> Response:
 def healthz(bridge: BridgeDep) -> dict[str, Any]:
     """``{"status": "ok", "agents": N}`` (no token needed)."""
     return {"status": "ok", "agents": len(bridge.pool)}
+
+
+@router.get("/openapi.json", include_in_schema=False)
+def openapi(request: Request, user_id: User) -> JSONResponse:
+    """The OpenAPI document of the API (it needs a token like the API itself)."""
+    return JSONResponse(request.app.openapi())
