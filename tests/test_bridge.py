@@ -249,7 +249,12 @@ def test_bridge_serve_runs_a_real_server(hermes_home, model):
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=15)
     assert proc.returncode == 0
-    assert token not in proc.stderr.read().decode()
+    out, err = proc.stdout.read().decode(), proc.stderr.read().decode()
+    assert f"http://127.0.0.1:{port}" in out.splitlines()[0]
+    access = [line for line in err.splitlines() if '"POST /v1/sessions"' in line]
+    assert access and " 200 " in access[0] and "dora" in access[0], err
+    assert any('"GET /healthz"' in line for line in err.splitlines())
+    assert token not in out + err
 
 
 def test_per_user_memory_when_the_bridge_keeps_memory(hermes_home, model):

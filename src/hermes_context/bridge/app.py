@@ -27,7 +27,7 @@ from ..errors import ConfigError, HermesContextError
 from ..sessions import DB_FILENAME, SessionDB, SessionStore
 from .deps import SESSION_HEADER, Bridge
 from .errors import BridgeError, classify, error_response
-from .middleware import BodyLimit
+from .middleware import AccessLog, BodyLimit
 from .pool import AgentPool
 from .ratelimit import RateLimiter
 from .redact import Redactor
@@ -151,7 +151,7 @@ def agent_factory(config: Config) -> Callable[[str | None, str], AIAgent]:
 
 
 def _add_middleware(app: FastAPI, bridge: Bridge) -> None:
-    """Innermost first: the body limit, then CORS when configured."""
+    """Innermost first: the body limit, CORS when configured, the access log outermost."""
     app.add_middleware(BodyLimit, max_bytes=bridge.settings.max_request_bytes)
     origins = [o.strip() for o in bridge.settings.cors_origins.split(",") if o.strip()]
     if origins:
@@ -162,6 +162,7 @@ def _add_middleware(app: FastAPI, bridge: Bridge) -> None:
             allow_headers=["*"],
             expose_headers=[SESSION_HEADER],
         )
+    app.add_middleware(AccessLog)
 
 
 def _add_error_handlers(app: FastAPI, redact: Redactor) -> None:

@@ -77,6 +77,7 @@ async def current_user(
             "a valid bearer token is required (hermes-context bridge token add USER)",
             headers={"WWW-Authenticate": "Bearer"},
         )
+    request.state.user_id = user_id  # for the access log
     return user_id
 
 

@@ -1,14 +1,18 @@
-"""ASGI middleware of the bridge: the body-size limit on the received stream."""
+"""ASGI middleware of the bridge: the body-size limit on the received stream, the access log."""
 
 from __future__ import annotations
 
 import json
+import logging
+import time
 from typing import Any
 
 from .errors import error_body
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
+# The logger of the access log: one line per request, never a header (tokens live there).
+ACCESS_LOG = logging.getLogger("hermes_context.bridge.access")
 
 
 class BodyLimit:
@@ -79,3 +83,44 @@ def _replay(body: bytes, receive: Any) -> Any:
         return await receive()
 
     return replay
+
+
+class AccessLog:
+    """One line per request on ``hermes_context.bridge.access``: who, what, status, time.
+
+    The line has the client address, the user id (once the token was checked),
+    the method, the path without its query (a query may carry the user's text),
+    the status and the milliseconds to the end of the response. Headers, and
+    so tokens, are never logged.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 0
+
+        async def record(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record)
+        finally:
+            client = scope.get("client") or ("-", 0)
+            user = scope.get("state", {}).get("user_id", "-")
+            ACCESS_LOG.info(
+                '%s %s "%s %s" %s %.1f ms',
+                client[0],
+                user,
+                scope["method"],
+                scope["path"],
+                status or "-",
+                (time.perf_counter() - start) * 1000,
+            )
