@@ -12,8 +12,19 @@ from ..runner import Event
 # Any authenticated route: no token, a body over the limit, a bad request, too many
 # requests, an internal error, a read-only or full store.
 AUTHENTICATED = responses(401, 413, 422, 429, 500, 503, 507)
+# One server-sent event as the OpenAPI document describes it (the data is JSON text).
+SSE_EVENT = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string"},
+        "data": {"type": "string"},
+        "id": {"type": "string"},
+        "retry": {"type": "integer"},
+    },
+    "required": ["data"],
+}
 # The OpenAPI media type of an SSE response, and the response itself.
-SSE_MEDIA = {"text/event-stream": {"schema": {"type": "string"}}}
+SSE_MEDIA = {"text/event-stream": {"schema": SSE_EVENT}}
 EVENT_STREAM: dict[str, Any] = {"description": "Server-sent events", "content": SSE_MEDIA}
 
 
