@@ -121,12 +121,6 @@ class AgentPool:
             evicted = self._evict()
         self._close_later(evicted)
 
-    def busy(self, session_id: str) -> bool:
-        """Whether the session's agent is leased (a turn runs or waits on it)."""
-        with self._lock:
-            slot = self._slots.get(self.key(session_id))
-            return slot is not None and slot.leases > 0
-
     def rekey(self, old_session: str, slot: Slot) -> None:
         """A compression rotated the session: file the agent under its new id."""
         with self._lock:
