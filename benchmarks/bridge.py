@@ -10,9 +10,17 @@ Reported: turns per second; the bridge's own time per turn — the turn's wall
 time minus the same two model requests made directly against the scripted
 server (the baseline, measured in the same run) — at p50 and p95; memory per
 cached agent (tracemalloc, building ``bridge.max_agents`` agents); and after
-the run, that no agent, turn thread or connection is left behind.
+the run, that no agent, turn or connection is left behind.
+
+Then whether one user can stall another: user B sends ``--probes`` ``GET
+/v1/sessions`` one after another, first alone (the baseline), then while user
+A's turn waits ``--slow`` seconds on the model and A sends 45 ``GET
+/v1/sessions/{id}/context`` for that session; B's p50/p95 are printed side by
+side. The script runs against older versions of the bridge too (it only uses
+the HTTP API), so before/after figures come from the same script.
 
 Usage: python benchmarks/bridge.py [--sessions 100] [--turns 20] [--latency 0.02] [--drop 0.1]
+       [--slow 4] [--probes 40]
 """
 
 from __future__ import annotations
@@ -39,11 +47,17 @@ from hermes_context.bridge import TokenStore, create_app
 from hermes_context.llm.testing import Reply, ScriptedLLMServer
 
 CALLS = itertools.count(1)
+# The message of user A's slow turn (the scripted model holds it for --slow seconds).
+SLOW_TURN = "take your time"
+# /context requests user A sends during the slow turn (the issue's reproduction: 45).
+CONTEXT_READERS = 45
 
 
-def responder(latency: float):  # type: ignore[no-untyped-def]
+def responder(latency: float, slow: float):  # type: ignore[no-untyped-def]
     def respond(body: dict[str, Any]) -> Reply:
         last = body["messages"][-1]
+        if last.get("content") == SLOW_TURN:
+            return Reply.delay(slow, Reply.text("That took a while."))
         if last["role"] == "tool":
             reply = Reply.text("The file says hello.")
         else:
@@ -157,6 +171,53 @@ async def drive(
     return [t for r in results for t in r], elapsed
 
 
+async def probe_other_user(
+    base: str, users: tuple[dict[str, str], dict[str, str]], probes: int, slow: float | None
+) -> list[float]:
+    """Seconds of ``probes`` GET /v1/sessions by user B, sent at an even pace over ``slow``
+    seconds (a whole slow turn of user A with its /context flood, when ``slow`` is given)."""
+    slow_user, other_user = users
+    limits = httpx.Limits(max_connections=CONTEXT_READERS + probes + 10)
+    async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client:
+        background: list[asyncio.Task[Any]] = []
+        if slow is not None:
+            session = (await client.post("/v1/sessions", headers=slow_user)).json()["id"]
+            background.append(asyncio.create_task(slow_turn(client, slow_user, session)))
+            await asyncio.sleep(0.3)  # the turn is waiting on the model
+            path = f"/v1/sessions/{session}/context"
+            background += [
+                asyncio.create_task(client.get(path, headers=slow_user))
+                for _ in range(CONTEXT_READERS)
+            ]
+
+        async def one(delay: float) -> float:
+            await asyncio.sleep(delay)
+            start = time.perf_counter()
+            response = await client.get("/v1/sessions", headers=other_user)
+            response.raise_for_status()
+            return time.perf_counter() - start
+
+        window = 0.6 * (slow or 2.0)  # inside the slow turn, whatever the machine's pace
+        times = await asyncio.gather(*(one(0.2 + window * n / probes) for n in range(probes)))
+        await asyncio.gather(*background)
+    return list(times)
+
+
+async def slow_turn(client: httpx.AsyncClient, headers: dict[str, str], session: str) -> None:
+    path = f"/v1/sessions/{session}/turns"
+    async with client.stream("POST", path, json={"message": SLOW_TURN}, headers=headers) as r:
+        async for _ in r.aiter_lines():
+            pass
+
+
+def turns_left(app: Any) -> int:
+    """Turns still running or queued (older bridges: their turn threads)."""
+    bridge = getattr(app.state, "bridge", None)
+    if bridge is not None:
+        return int(bridge.runner.active)
+    return sum(t.name.startswith("turn-") for t in threading.enumerate())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=100)
@@ -165,12 +226,14 @@ def main() -> int:
     parser.add_argument(
         "--drop", type=float, default=0.1, help="share of clients that hang up once"
     )
+    parser.add_argument("--slow", type=float, default=4.0, help="seconds of the slow turn")
+    parser.add_argument("--probes", type=int, default=40, help="GET /v1/sessions of user B")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     threads_before = threading.active_count()
     with (
         tempfile.TemporaryDirectory() as tmp,
-        ScriptedLLMServer(responder=responder(args.latency)) as model,
+        ScriptedLLMServer(responder=responder(args.latency, args.slow)) as model,
     ):
         home = Path(tmp)
         (home / "config.yaml").write_text(
@@ -180,7 +243,10 @@ def main() -> int:
         )
         Path(tmp, "notes.txt").write_text("hello\n", encoding="utf-8")
         config = load_config(hermes_home=home)
-        token = TokenStore(home).add("load")[1]
+        tokens = TokenStore(home)
+        token = tokens.add("load")[1]
+        slow_user = {"Authorization": f"Bearer {tokens.add('slow-user')[1]}"}
+        other_user = {"Authorization": f"Bearer {tokens.add('other-user')[1]}"}
         app = create_app(config)
         port = free_port()
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
@@ -194,14 +260,16 @@ def main() -> int:
         )
         pool = app.state.pool
         deadline = time.monotonic() + 30
-        while (
-            any(t.name.startswith("turn-") for t in threading.enumerate())
-            and time.monotonic() < deadline
-        ):
+        while turns_left(app) and time.monotonic() < deadline:
             time.sleep(0.1)
-        leftover_turns = sum(t.name.startswith("turn-") for t in threading.enumerate())
+        leftover_turns = turns_left(app)
         cached = len(pool)
         open_connections = len(server.server_state.connections)
+        base = f"http://127.0.0.1:{port}"
+        print("another user's GET /v1/sessions, alone and during a slow turn ...", file=sys.stderr)
+        users = (slow_user, other_user)
+        alone = asyncio.run(probe_other_user(base, users, args.probes, None))
+        stalled = asyncio.run(probe_other_user(base, users, args.probes, args.slow))
         base_times = baseline(model, 200)
         memory = agent_memory(home, config.bridge.max_agents)
         server.should_exit = True
@@ -218,8 +286,12 @@ def main() -> int:
         "overhead_p50_ms": statistics.median(overhead) * 1000,
         "overhead_p95_ms": p95(overhead) * 1000,
         "mib_per_agent": memory,
+        "other_user_sessions_p50_ms_alone": statistics.median(alone) * 1000,
+        "other_user_sessions_p95_ms_alone": p95(alone) * 1000,
+        "other_user_sessions_p50_ms_slow_turn": statistics.median(stalled) * 1000,
+        "other_user_sessions_p95_ms_slow_turn": p95(stalled) * 1000,
         "cached_agents_after": cached,
-        "turn_threads_left": leftover_turns,
+        "turns_left": leftover_turns,
         "open_connections_after": open_connections,
         "threads_before": threads_before,
         "threads_after": threads_after,

@@ -8,12 +8,11 @@ message and find it highlighted.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
-import socket
 import threading
-import time
 
 import pytest
 
@@ -24,45 +23,25 @@ pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="Chromium is missing: apt-get install -y chromium"
 )
 
-import uvicorn  # noqa: E402
-
+from bridge_kit import fake_result, live, write_config  # noqa: E402
 from hermes_context import load_config  # noqa: E402
+from hermes_context.agent import AIAgent  # noqa: E402
 from hermes_context.bridge import TokenStore, create_app  # noqa: E402
 from hermes_context.llm.testing import Reply, ScriptedLLMServer  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
 def bridge(hermes_home):
     with ScriptedLLMServer(responder=lambda body: Reply.text("Noted, carrying on.")) as model:
-        (hermes_home / "config.yaml").write_text(
-            f"model:\n  base_url: {model.base_url}\n  name: scripted-model\n"
-            "  context_length: 12000\n",
-            encoding="utf-8",
-        )
+        write_config(hermes_home, model, context_length=12_000)
         token = TokenStore(hermes_home).add("ui-user")[1]
-        app = create_app(load_config(hermes_home=hermes_home))
-        port = free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        for _ in range(100):
-            if server.started:
-                break
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}", token
-        server.should_exit = True
-        thread.join(10)
+        with live(create_app(load_config(hermes_home=hermes_home))) as base:
+            yield base, token
 
 
-def test_inspector_shows_compression_summaries_originals_and_search(bridge):
+@contextlib.contextmanager
+def new_session_page(bridge):
+    """A Chromium page logged in to the inspector, with a new session open."""
     base, token = bridge
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
@@ -73,6 +52,12 @@ def test_inspector_shows_compression_summaries_originals_and_search(bridge):
         page.wait_for_selector("#login", state="hidden")
         page.click("#new-session")
         page.wait_for_selector(".session.active")
+        yield page
+        browser.close()
+
+
+def test_inspector_shows_compression_summaries_originals_and_search(bridge):
+    with new_session_page(bridge) as page:
         compressed = False
         for n in range(12):
             page.fill("#input", f"Note {n}: the quokka{n} batch " + "needs careful review " * 260)
@@ -102,4 +87,25 @@ def test_inspector_shows_compression_summaries_originals_and_search(bridge):
         if shot:
             summary.scroll_into_view_if_needed()
             page.screenshot(path=shot, full_page=False)
-        browser.close()
+
+
+def test_a_reset_stream_drops_the_partial_text_from_the_live_answer(bridge, monkeypatch):
+    release = threading.Event()
+
+    def run(self, user_message, conversation_history=None):
+        self.stream_callback("Hello, wor")
+        self.status_callback("stream_reset", {"discarded_chars": 10, "error_kind": "stream"})
+        self.stream_callback("Hello, world.")
+        release.wait(20)
+        return fake_result(self, "Hello, world.")
+
+    monkeypatch.setattr(AIAgent, "run_conversation", run)
+    with new_session_page(bridge) as page:
+        page.fill("#input", "greet me")
+        page.click("#send")
+        page.wait_for_function("document.querySelector('#live').textContent.endsWith('world.')")
+        live = page.locator("#live").inner_text()
+        release.set()
+        page.wait_for_selector("#status .done", timeout=30_000)
+        assert "stream_reset" in page.locator("#status").inner_text()
+    assert live == "Hello, world."

@@ -87,6 +87,8 @@ bridge:
   max_request_bytes: 1000000
   rate_limit_per_minute: 120
   cors_origins: ''
+  max_concurrent_turns: 32
+  turn_timeout_seconds: 300
 """
 NO_FILE = "none (defaults and environment only)"
 

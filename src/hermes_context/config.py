@@ -446,6 +446,14 @@ class BridgeConfig:
         120, "requests per minute per token (0: no limit)", check=_COUNT
     )
     cors_origins: str = _setting("", "comma-separated origins allowed by CORS ('': CORS off)")
+    max_concurrent_turns: int = _setting(
+        32, "turns run at once (each holds a thread); more wait their turn", check=_at_least(1)
+    )
+    turn_timeout_seconds: int = _setting(
+        300,
+        "a turn still running this long after it arrived is interrupted and ends with an error",
+        check=_at_least(1),
+    )
 
 
 @dataclass

@@ -34,17 +34,26 @@ def bridge() -> None:
 @home_option
 @handle_errors
 def serve(host: str | None, port: int | None, hermes_home: str | None) -> None:
-    """Serve the bridge until interrupted (Ctrl-C closes every agent cleanly)."""
+    """Serve the bridge until interrupted (Ctrl-C closes every agent cleanly).
+
+    Prints the address once it listens; one access-log line per request goes
+    to stderr (client, user, method, path, status, time; never a token).
+    """
     config = load_config(hermes_home=hermes_home)
     try:
-        import uvicorn
+        from ..bridge.server import serve as run_server
     except ImportError:
         fail('the bridge needs its extra: pip install "hermes-context[bridge]"', EXIT_USAGE)
     app = create_app(config)
     if not TokenStore(config.hermes_home).entries():
         click.echo("warning: no tokens yet: hermes-context bridge token add USER", err=True)
-    uvicorn.run(
-        app, host=host or config.bridge.host, port=port or config.bridge.port, log_level="warning"
+    run_server(
+        app,
+        host=host or config.bridge.host,
+        port=port or config.bridge.port,
+        on_ready=lambda url: click.echo(
+            f"hermes-context bridge listening on {url} (web inspector: {url}/ui; Ctrl-C stops it)"
+        ),
     )
 
 

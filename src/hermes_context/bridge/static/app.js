@@ -176,8 +176,14 @@ function showStatus(kind, data) {
   } else if (kind === "tool") {
     status.append(el("div", null, `tool ${data.name}(${data.arguments || ""})`));
   } else if (kind === "error") {
-    status.append(el("div", null, `error: ${data.message}`));
+    status.append(el("div", "error", `error (${data.error.type}): ${data.error.message}`));
   }
+}
+
+// `text` without its last `count` characters (code points, as the server counts them).
+function dropTail(text, count) {
+  const chars = Array.from(text);
+  return chars.slice(0, Math.max(0, chars.length - (count || 0))).join("");
 }
 
 async function send() {
@@ -204,7 +210,11 @@ async function send() {
         const data = JSON.parse(line.slice(5));
         if (kind === "delta") live.textContent += data.text;
         else if (kind === "done") { if (data.session_id !== current) current = data.session_id; }
-        else showStatus(kind, data);
+        else {
+          // The model's stream broke and is retried: the text it had sent is not the answer.
+          if (kind === "status" && data.kind === "stream_reset") live.textContent = dropTail(live.textContent, data.discarded_chars);
+          showStatus(kind, data);
+        }
       }
     }
   }

@@ -1,0 +1,1 @@
+"""The bridge's routers, one module per part of the API."""

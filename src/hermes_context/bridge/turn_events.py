@@ -1,0 +1,96 @@
+"""A turn on an agent as a stream of events: ``status``, ``tool``, ``delta``, ``message``,
+``done``, ``error``.
+
+``status`` carries the agent's own events (compression, retries, warnings,
+``stream_reset``, ``queued``) as ``{"kind": <event>, ...data}``; a data key
+that would overwrite ``kind`` is renamed (``RENAMED_KEYS``). Its text is
+redacted; answer text (``delta``) and stored messages are the user's own and
+are sent as they are.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import HermesContextError
+from .errors import classify, error_body
+from .pool import AgentPool
+from .redact import Redactor
+from .runner import Event, Job
+from .views import message_view
+
+# Data keys an agent event may carry that the status event itself uses.
+RENAMED_KEYS = {"kind": "error_kind"}
+# The agent attribute that says whether a streamed request whose text was already
+# delivered may be retried (True, the agent's default) or fails the turn (False).
+RETRY_PARTIAL_STREAMS = "retry_partial_streams"
+# Characters of a tool call's arguments shown in its ``tool`` event.
+MAX_TOOL_ARGUMENT_CHARS = 200
+
+
+def status_event(event: str, data: dict[str, Any], redact: Redactor) -> Event:
+    """The SSE event for one agent status callback."""
+    if event == "tool_call":
+        args = _short(data.get("arguments"))
+        return "tool", {"state": "started", "name": data.get("name"), "arguments": args}
+    if event == "tool_result":
+        return "tool", {"state": "finished", "name": data.get("name"), "ok": data.get("ok")}
+    plain = json.loads(json.dumps(data, default=str))
+    payload = {RENAMED_KEYS.get(key, key): value for key, value in plain.items()}
+    return "status", {**redact.data(payload), "kind": event}
+
+
+def turn_work(
+    text: str,
+    session_id: str,
+    pool: AgentPool,
+    redact: Redactor,
+    *,
+    retry_partial_streams: bool | None = None,
+) -> Callable[[Job], dict[str, Any] | None]:
+    """The job that runs one turn and sends its events.
+
+    Args:
+        retry_partial_streams: Set on the agent for this turn (None: its own setting).
+    """
+
+    def work(job: Job) -> dict[str, Any] | None:
+        agent, events = job.slot.agent, job.events
+        before = {r["id"] for r in agent.message_records()}
+        previous = getattr(agent, RETRY_PARTIAL_STREAMS, True)
+        agent.status_callback = lambda event, data: events.put(*status_event(event, data, redact))
+        agent.stream_callback = lambda piece: events.put("delta", {"text": piece})
+        if retry_partial_streams is not None:
+            setattr(agent, RETRY_PARTIAL_STREAMS, retry_partial_streams)
+        result = None
+        try:
+            result = agent.run_conversation(text)
+        except HermesContextError as exc:
+            error = classify(exc, redact)
+            events.put("error", error_body(kind=error.kind, message=str(error)))
+        finally:
+            agent.status_callback, agent.stream_callback = None, None
+            setattr(agent, RETRY_PARTIAL_STREAMS, previous)
+            for record in agent.message_records():  # what the turn stored, without a re-read
+                if record["id"] not in before:
+                    events.put("message", message_view(agent.session_id, record))
+            if agent.session_id != session_id:
+                pool.rekey(session_id, job.slot)
+        if result is not None:
+            events.put("done", done_data(result))
+        return result
+
+    return work
+
+
+def done_data(result: dict[str, Any]) -> dict[str, Any]:
+    keys = ("session_id", "final_response", "usage", "compressions", "iterations", "interrupted")
+    return {key: result[key] for key in keys}
+
+
+def _short(arguments: Any) -> str:
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    limit = MAX_TOOL_ARGUMENT_CHARS
+    return text if len(text) <= limit else text[: limit - 3] + "..."
