@@ -355,3 +355,72 @@ def test_stored_turns_stay_valid_after_timeouts(hermes_home):
             message["tool_call_id"] = m["tool_call_id"]
         wire.append(message)
     validate_messages(wire)
+
+
+# -- the real agent end to end (the bridge's deadline and resets with the agent's interrupt) --
+
+
+def test_a_model_that_never_answers_frees_the_session_at_the_deadline(hermes_home):
+    """Real agent, real HTTP model that holds the request 30 s: the interrupt aborts it."""
+    replies = iter([Reply.delay(30, Reply.text("too late")), Reply.text("back")])
+    with ScriptedLLMServer(responder=lambda body: next(replies)) as model:
+        client, alice, _ = make_client(hermes_home, model, "bridge:\n  turn_timeout_seconds: 1\n")
+        with client:
+            session = client.post("/v1/sessions", headers=alice).json()["id"]
+            start = time.monotonic()
+            timed_out = run_turn(client, alice, session, "anyone there?")
+            after = run_turn(client, alice, session, "hello again")
+            took = time.monotonic() - start
+            stored = client.get(f"/v1/sessions/{session}/messages", headers=alice).json()
+    assert timed_out[-1][0] == "error" and timed_out[-1][1]["error"]["type"] == "turn_timeout"
+    assert after[-1][0] == "done" and after[-1][1]["final_response"] == "back"
+    assert took < 1 + 2 * FAST_SECONDS  # the second turn did not wait out the 30 s request
+    messages = [{k: m[k] for k in ("role", "content")} for m in stored["messages"]]
+    validate_messages(messages)
+    assert [m["content"] for m in messages if m["role"] == "user"] == [
+        "anyone there?",
+        "hello again",
+    ]
+
+
+def test_a_broken_stream_is_reset_natively_and_failed_on_the_facade(hermes_home):
+    """Real agent: the first attempt breaks after some text, the retry succeeds.
+
+    The native stream says to drop the partial text and ends with the retry's answer;
+    the facade (which cannot take text back) does not retry, and what it showed and
+    what was stored agree: a failure.
+    """
+    replies = iter(
+        [
+            Reply.broken_stream("partial ans"),
+            Reply.text("fine"),
+            Reply.broken_stream("half of it"),
+            Reply.text("never asked for"),
+        ]
+    )
+    with ScriptedLLMServer(responder=lambda body: next(replies)) as model:
+        client, alice, _ = make_client(hermes_home, model, "bridge:\n  turn_timeout_seconds: 30\n")
+        with client:
+            session = client.post("/v1/sessions", headers=alice).json()["id"]
+            native = run_turn(client, alice, session, "hi")
+            request = {"messages": [{"role": "user", "content": "again"}], "stream": True}
+            headers = {**alice, "X-Hermes-Session": session}
+            with client.stream(
+                "POST", "/v1/chat/completions", json=request, headers=headers
+            ) as response:
+                chunks = [json.loads(d) for d in data_lines(response.iter_lines())[:-1]]
+            stored = client.get(f"/v1/sessions/{session}/messages", headers=alice).json()
+    shown = ""
+    for kind, data in native:
+        if kind == "delta":
+            shown += data["text"]
+        elif kind == "status" and data.get("kind") == "stream_reset":
+            shown = shown[: len(shown) - data["discarded_chars"]]
+    assert shown == "fine" and native[-1][1]["final_response"] == "fine"
+    facade_text = "".join(
+        c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices")
+    )
+    assert facade_text == "half of it" and any("error" in c for c in chunks)
+    answers = [m["content"] for m in stored["messages"] if m["role"] == "assistant"]
+    assert answers[0] == "fine" and "failed" in answers[-1]
+    assert "never asked for" not in json.dumps(stored)
