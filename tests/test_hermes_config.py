@@ -376,3 +376,21 @@ def test_a_hermes_memory_plugin_is_set_aside_ours_are_kept(hermes_home):
     assert cfg.memory.provider == "" and cfg.hermes.ignored == ["memory.provider: honcho"]
     write_config(hermes_home, "memory:\n  provider: mem0\n")
     assert quietly().memory.provider == "mem0"
+
+
+def test_a_base_url_argument_drops_the_provider_key_variable(hermes_home, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-secret")
+    write_config(hermes_home, "model:\n  default: m\n  provider: openrouter\n")
+    agent = AIAgent(
+        base_url="http://localhost:8000/v1", cwd=tmp_path, chat_model=FunctionModel(lambda m, t: "")
+    )
+    try:
+        assert agent.config.model.resolved_api_key() is None
+    finally:
+        agent.close()
+    # The same URL keeps the provider's key; our own key variable is never replaced.
+    assert load_config().with_model(base_url="https://openrouter.ai/api/v1").model.api_key_env == (
+        "OPENROUTER_API_KEY"
+    )
+    write_config(hermes_home, "model:\n  default: m\n  provider: openrouter\n  api_key_env: MINE\n")
+    assert load_config().with_model(base_url="http://localhost:8000/v1").model.api_key_env == "MINE"

@@ -506,12 +506,14 @@ class Config:
     def with_model(self, **values: Any) -> Config:
         """A copy with ``model.*`` values replaced (explicit arguments, e.g. ``--base-url``).
 
-        A key variable picked from the host of the old endpoint is picked again
-        for the new one, so a key never follows the URL to another host.
+        A key variable picked for the old endpoint from Hermes's provider is
+        picked again for the new one from its host, so a key never follows the
+        URL to another server.
         """
         model = dataclasses.replace(self.model, **values)
-        if "base_url" in values and self.hermes.key_from_host and model.base_url:
-            model.api_key_env = key_var_for_url(model.base_url)
+        moved = values.get("base_url") not in (None, self.model.base_url)
+        if moved and self.hermes.key_var_derived and "api_key_env" not in values:
+            model.api_key_env = key_var_for_url(str(model.base_url))
         return dataclasses.replace(self, model=model)
 
     @property
@@ -819,9 +821,7 @@ def load_config(
         else:
             data[section] = values
         _forget_sources(sources, section, values)
-    before = set(hermes.sources)
-    resolve_endpoints(data, hermes)
-    sources.update((k, v) for k, v in hermes.sources.items() if k not in before)
+    sources.update(resolve_endpoints(data, hermes))
     cfg = _build(Config, data, "")
     cfg.hermes_home = home
     cfg.path = cfg_path

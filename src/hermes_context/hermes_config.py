@@ -226,7 +226,8 @@ class HermesReading:
         ignored: Hermes keys without an equivalent here, set aside.
         notes: One line each about a Hermes value that could not be used.
         provider: ``model.provider`` as Hermes spells it (canonical id), if given.
-        key_from_host: ``model.api_key_env`` was picked from the host of ``model.base_url``.
+        key_var_derived: ``model.api_key_env`` was picked for ``model.base_url`` (from the
+            provider or the host), so another endpoint gets its own pick.
     """
 
     found: bool = False
@@ -234,7 +235,7 @@ class HermesReading:
     ignored: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     provider: str | None = None
-    key_from_host: bool = False
+    key_var_derived: bool = False
 
 
 def read_hermes_keys(data: dict[str, Any]) -> HermesReading:
@@ -322,51 +323,57 @@ def canonical_provider(name: str) -> str:
     return PROVIDER_ALIASES.get(key, key)
 
 
-def resolve_endpoints(data: dict[str, Any], reading: HermesReading) -> None:
+def resolve_endpoints(data: dict[str, Any], reading: HermesReading) -> dict[str, str]:
     """Fill base URLs and key variables from the providers, where nothing set them.
 
     Runs after the environment and explicit values: an endpoint or key variable
     given any other way wins over the provider's.
+
+    Returns:
+        Our dotted key -> where its value came from, for each value filled in.
     """
+    filled: dict[str, str] = {}
     model = data.setdefault("model", {})
     if isinstance(model, dict) and reading.found:
-        _resolve_main(model, reading)
+        _resolve_main(model, reading, filled)
     aux = _section(data, "auxiliary.compression")
     if aux is not None and isinstance(aux.get("provider"), str):
-        _resolve_auxiliary(aux, reading)
+        _resolve_auxiliary(aux, reading, filled)
+    reading.sources.update(filled)
+    return filled
 
 
-def _resolve_main(model: dict[str, Any], r: HermesReading) -> None:
+def _resolve_main(model: dict[str, Any], r: HermesReading, filled: dict[str, str]) -> None:
     provider = r.provider or "auto"
     where = f"Hermes's model.provider: {provider}"
     served = SERVED_PROVIDERS.get(provider)
     if served is not None and model.get("base_url") is None:
         model["base_url"] = served.base_url
-        r.sources["model.base_url"] = f"from {where}"
+        filled["model.base_url"] = f"from {where}"
     elif served is None and provider not in BASE_URL_PROVIDERS:
         r.notes.append(_unusable(provider, "model.provider", "model.base_url names the endpoint"))
     if model.get("api_key_env") is not None or model.get("api_key") or not model.get("base_url"):
         return
+    r.key_var_derived = True
     if served is not None:
         model["api_key_env"] = pick_key_var(served.key_vars)
-        r.sources["model.api_key_env"] = f"from {where}"
-        return
-    model["api_key_env"] = key_var_for_url(str(model["base_url"]))
-    r.key_from_host = True
-    r.sources["model.api_key_env"] = f"from the host of model.base_url, as for {where}"
+        filled["model.api_key_env"] = f"from {where}"
+    else:
+        model["api_key_env"] = key_var_for_url(str(model["base_url"]))
+        filled["model.api_key_env"] = f"from the host of model.base_url, as for {where}"
 
 
-def _resolve_auxiliary(aux: dict[str, Any], r: HermesReading) -> None:
+def _resolve_auxiliary(aux: dict[str, Any], r: HermesReading, filled: dict[str, str]) -> None:
     provider = canonical_provider(aux["provider"])
     where = f"auxiliary.compression.provider: {provider}"
     served = SERVED_PROVIDERS.get(provider)
     if served is not None:
         if aux.get("base_url") is None:
             aux["base_url"] = served.base_url
-            r.sources["auxiliary.compression.base_url"] = f"from {where}"
+            filled["auxiliary.compression.base_url"] = f"from {where}"
         if aux.get("api_key_env") is None and not aux.get("api_key"):
             aux["api_key_env"] = pick_key_var(served.key_vars)
-            r.sources["auxiliary.compression.api_key_env"] = f"from {where}"
+            filled["auxiliary.compression.api_key_env"] = f"from {where}"
     elif provider not in MAIN_MODEL_PROVIDERS and provider != "custom":
         fix = "summaries use the main model unless auxiliary.compression.base_url is set"
         r.notes.append(_unusable(provider, "auxiliary.compression.provider", fix))
