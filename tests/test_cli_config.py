@@ -21,6 +21,7 @@ from hermes_context import Config, load_config
 from hermes_context.cli import config_cmd
 from hermes_context.cli.main import cli
 from hermes_context.config import DEFAULT_CONFIG_YAML
+from hermes_fixture_homes import copy_home
 
 DEFAULT_SHOW = """\
 # hermes-context configuration in effect (config file > environment > defaults)
@@ -60,6 +61,7 @@ auxiliary:
     model: null
     base_url: null
     api_key: null
+    api_key_env: null
     timeout: 120.0
 
 memory:
@@ -136,7 +138,9 @@ def test_show_json(hermes_home):
     result = run("config", "show", "--json")
     assert result.exit_code == 0
     expected = yaml.safe_load(default_show(hermes_home))
-    expected.update(hermes_home=str(hermes_home), path=None)
+    expected.update(
+        hermes_home=str(hermes_home), path=None, sources={}, hermes={"ignored": [], "notes": []}
+    )
     assert result.stdout == json.dumps(expected, indent=2) + "\n"
     assert json.loads(result.stdout)["compression"]["protect_last_n"] == 20
 
@@ -322,7 +326,8 @@ def test_show_with_an_unknown_key_warns_and_succeeds(hermes_home):
 
 def comparable(cfg):
     data = cfg.to_dict()
-    del data["path"]
+    for where in ("path", "sources", "hermes"):  # where values came from, not what they are
+        del data[where]
     return data
 
 
@@ -355,7 +360,10 @@ def test_show_output_keeps_environment_values(monkeypatch, hermes_home, tmp_path
     monkeypatch.setenv("HERMES_CONTEXT_BASE_URL", "http://env:8000/v1")
     monkeypatch.setenv("HERMES_CONTEXT_MODEL", "env-model")
     shown = run("config", "show").stdout
-    assert "  base_url: http://env:8000/v1\n" in shown and "  name: env-model\n" in shown
+    assert re.search(
+        r"^  base_url: http://env:8000/v1 +# from HERMES_CONTEXT_BASE_URL$", shown, re.M
+    )
+    assert re.search(r"^  name: env-model +# from HERMES_CONTEXT_MODEL$", shown, re.M)
     copy = tmp_path / "copy.yaml"
     copy.write_text(shown, encoding="utf-8")
     monkeypatch.delenv("HERMES_CONTEXT_BASE_URL")
@@ -485,4 +493,113 @@ def test_a_config_file_that_is_a_folder_is_a_config_error(hermes_home, args):
     assert result.stderr == (
         f"error: config file {hermes_home / 'config.yaml'} is a folder, not a file: move it "
         "away, then create the file with 'hermes-context config init'\n"
+    )
+
+
+# --- a Hermes Agent home --------------------------------------------------------
+
+HERMES_SHOW_HEADER = """\
+# hermes-context configuration in effect (config file > environment > defaults)
+# config file: {home}/config.yaml
+# HERMES_HOME: {home}
+# Hermes Agent's config: a value taken from one of its keys says so on its line.
+# 9 Hermes settings without an equivalent here are ignored: _config_version, database, \
+prompt_caching, compression.checkpoint_required, compression.codex_gpt55_autoraise, \
+compression.codex_app_server_auto, compression.codex_responses_native, \
+compression.codex_responses_compact_threshold, compression.hygiene_max_turn_hold_seconds
+# OPENROUTER_API_KEY (model.api_key_env) is not set: Hermes keeps API keys in $HERMES_HOME/.env, \
+which hermes-context never reads; export the variable in your shell
+
+model:
+  base_url: https://openrouter.ai/api/v1
+  api_key: null
+  api_key_env: OPENROUTER_API_KEY           # from the host of model.base_url, as for Hermes's \
+model.provider: auto
+  name: anthropic/claude-opus-4.6           # from Hermes's model.default
+  context_length: 128000
+"""
+
+
+@pytest.fixture
+def hermes_agent_home(tmp_path, monkeypatch):
+    """A copy of the Hermes 0.20.0 fixture home as HERMES_HOME."""
+    home = copy_home("v25", tmp_path)
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    return home
+
+
+def test_show_in_a_hermes_home_says_what_was_mapped_and_ignored(hermes_agent_home, tmp_path):
+    result = run("config", "show")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout.startswith(HERMES_SHOW_HEADER.format(home=hermes_agent_home))
+    # The output is our config file: it loads back to the same values, without a warning.
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(result.stdout, encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert comparable(load_config(copy)) == comparable(load_config())
+
+
+def test_show_json_in_a_hermes_home_lists_sources_and_ignored_keys(hermes_agent_home):
+    data = json.loads(run("config", "show", "--json").stdout)
+    assert data["model"]["name"] == "anthropic/claude-opus-4.6"
+    assert data["sources"]["model.name"] == "from Hermes's model.default"
+    assert data["hermes"]["ignored"][:3] == ["_config_version", "database", "prompt_caching"]
+    assert data["hermes"]["notes"] == []
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_init_never_writes_a_hermes_config(hermes_agent_home, force):
+    target = hermes_agent_home / "config.yaml"
+    before = target.read_bytes()
+    result = run("config", "init", *force)
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"error: {target} is Hermes Agent's config: hermes-context reads it as it is (see "
+        "`hermes-context config show`) and never writes it; add settings to it by hand, or point "
+        "HERMES_HOME at another folder\n"
+    )
+    assert target.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["config", "show"],
+        ["config", "show", "--json"],
+        ["skills", "list"],
+        ["skills", "validate"],
+        ["memory", "show"],
+        ["providers", "list"],
+    ],
+)
+def test_no_command_warns_about_hermes_keys(hermes_agent_home, args):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run(*args)
+    assert [str(w.message) for w in caught] == []
+    assert "warning" not in result.stderr
+
+
+def test_the_installed_script_prints_no_warning_in_a_hermes_home(hermes_agent_home):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_CONTEXT_")}
+    done = subprocess.run(
+        [installed_script(), "skills", "list"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert "software-development/github" in done.stdout
+
+
+def test_run_without_a_model_in_a_hermes_config_names_the_key(hermes_home):
+    path = hermes_home / "config.yaml"
+    path.write_text(
+        "_config_version: 50\nmodel:\n  provider: auto\n  base_url: http://localhost:8000/v1\n",
+        encoding="utf-8",
+    )
+    result = run("run", "hello")
+    assert result.exit_code == 3
+    assert result.stderr == (
+        f"error: no model is configured: {path} names no model: set model.default "
+        "(or model.name) there, or pass --base-url and --model\n"
     )

@@ -29,6 +29,13 @@ from typing import Any
 import yaml
 
 from .errors import ConfigError
+from .hermes_config import (
+    HermesReading,
+    is_hermes_config,
+    key_var_for_url,
+    read_hermes_keys,
+    resolve_endpoints,
+)
 
 DEFAULT_HOME = "~/.hermes-context"
 CONFIG_FILENAME = "config.yaml"
@@ -241,7 +248,9 @@ class ModelConfig:
         check=_base_url,
     )
     api_key: str | None = _setting(None, "the API key; better: leave null and use api_key_env")
-    api_key_env: str = _setting("OPENAI_API_KEY", "environment variable holding the API key")
+    api_key_env: str | None = _setting(
+        "OPENAI_API_KEY", "environment variable holding the API key (null: send none)"
+    )
     name: str | None = _setting(None, "model name sent to the endpoint")
     context_length: int = _setting(128_000, "context window in tokens", check=_at_least(1))
     max_tokens: int | None = _setting(
@@ -252,7 +261,11 @@ class ModelConfig:
 
     def resolved_api_key(self) -> str | None:
         """The key itself, else the value of the ``api_key_env`` variable."""
-        return self.api_key or os.environ.get(self.api_key_env) or None
+        return self.api_key or _from_environment(self.api_key_env)
+
+
+def _from_environment(variable: str | None) -> str | None:
+    return (os.environ.get(variable) or None) if variable else None
 
 
 @dataclass
@@ -352,12 +365,23 @@ class AuxiliaryModelConfig:
     """A side model (``auxiliary.compression.*``); empty fields fall back to the main model."""
 
     provider: str = _setting(
-        "auto", "who serves the summary model (auto: its base_url)", status=UNSUPPORTED
+        "auto",
+        "who serves the summary model: auto (its base_url, else the main model's) or a "
+        "provider such as openrouter (its endpoint and key variable)",
     )
     model: str | None = _setting(None, "summary model name (null: the main model)")
     base_url: str | None = _setting(None, "its endpoint (null: the main model's)", check=_base_url)
     api_key: str | None = _setting(None, "its API key (null: the main model's)")
+    api_key_env: str | None = _setting(
+        None, "environment variable holding its API key (null: the main model's key)"
+    )
     timeout: float = _setting(120.0, "seconds per summary request", check=_seconds)
+
+    def resolved_api_key(self, main: ModelConfig) -> str | None:
+        """Its own key, else its variable's value, else (no variable named) the main model's."""
+        if self.api_key or self.api_key_env:
+            return self.api_key or _from_environment(self.api_key_env)
+        return main.resolved_api_key()
 
 
 @dataclass
@@ -468,6 +492,10 @@ class Config:
     bridge: BridgeConfig = field(default_factory=BridgeConfig)
     hermes_home: Path = field(default_factory=resolve_hermes_home)
     path: Path | None = None
+    # Dotted key -> where its value came from, for values not set by our own key in the file.
+    sources: dict[str, str] = field(default_factory=dict)
+    # What was made of Hermes Agent's keys in the file.
+    hermes: HermesReading = field(default_factory=HermesReading)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for display; API keys are masked."""
@@ -479,17 +507,66 @@ class Config:
                 section["api_key"] = "***"
         data["hermes_home"] = str(self.hermes_home)
         data["path"] = str(self.path) if self.path else None
+        data["sources"] = dict(self.sources)
+        data["hermes"] = {"ignored": list(self.hermes.ignored), "notes": list(self.hermes.notes)}
         return data
+
+    def with_model(self, **values: Any) -> Config:
+        """A copy with ``model.*`` values replaced (explicit arguments, e.g. ``--base-url``).
+
+        A key variable picked for the old endpoint from Hermes's provider is
+        picked again for the new one from its host, so a key never follows the
+        URL to another server.
+        """
+        model = dataclasses.replace(self.model, **values)
+        moved = values.get("base_url") not in (None, self.model.base_url)
+        if moved and self.hermes.key_var_derived and "api_key_env" not in values:
+            model.api_key_env = key_var_for_url(str(model.base_url))
+        return dataclasses.replace(self, model=model)
 
     @property
     def llm_configured(self) -> bool:
         """Whether a main model endpoint is configured (base URL and model name)."""
         return bool(self.model.base_url and self.model.name)
 
+    def no_model_help(self, *, explicit: str) -> str:
+        """Why no model is configured and the key to set, on one line.
+
+        Args:
+            explicit: How to name the model without the file, e.g.
+                ``pass --base-url and --model``.
+        """
+        if self.path is None:
+            return (
+                "no model is configured: run `hermes-context config init`, then set "
+                "model.base_url and model.name in $HERMES_HOME/config.yaml (the key goes in the "
+                f"variable model.api_key_env names, default OPENAI_API_KEY), or {explicit}"
+            )
+        hermes = self.hermes.found
+        wanted = {  # what is missing -> the key that sets it
+            "model": "model.default (or model.name)" if hermes else "model.name",
+            "endpoint": "model.base_url (an OpenAI-compatible endpoint)"
+            + (" or a model.provider such as openrouter" if hermes else ""),
+        }
+        missing = [
+            k
+            for k, value in zip(wanted, (self.model.name, self.model.base_url), strict=True)
+            if not value
+        ]
+        notes = "".join(f" ({note})" for note in self.hermes.notes)
+        return (
+            f"no model is configured: {self.path} names no {' and no '.join(missing)}: "
+            f"set {' and '.join(wanted[k] for k in missing)} there, or {explicit}{notes}"
+        )
+
 
 def _sections(obj: Any) -> list[dataclasses.Field[Any]]:
     """The fields of ``obj`` that are themselves settings sections (dataclasses)."""
-    return [f for f in dataclasses.fields(obj) if dataclasses.is_dataclass(getattr(obj, f.name))]
+    return [
+        f
+        for f in dataclasses.fields(obj)
+        if dataclasses.is_dataclass(getattr(obj, f.name)) and f.name not in _NOT_SETTINGS
+    ]
 
 
 # --- building from plain data -----------------------------------------------
@@ -557,13 +634,17 @@ def _unsupported(key: str, default: Any) -> ConfigError:
     )
 
 
+# Config fields that describe where the settings came from; they are not settings.
+_NOT_SETTINGS = ("hermes_home", "path", "sources", "hermes")
+
+
 def _build(cls: type, data: Any, prefix: str) -> Any:
     if data is None:
         return cls()
     if not isinstance(data, dict):
         raise ConfigError(f"config key '{prefix}' must be a mapping, got {_show(data)}", key=prefix)
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in ("hermes_home", "path")}
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in _NOT_SETTINGS}
     kwargs = {}
     for key, value in data.items():
         dotted = f"{prefix}.{key}" if prefix else str(key)
@@ -667,6 +748,14 @@ def _read_file(path: Path) -> dict[str, Any]:
     return data
 
 
+def is_hermes_config_file(path: Path) -> bool:
+    """Whether ``path`` holds Hermes Agent's config, which hermes-context never writes."""
+    try:
+        return path.is_file() and is_hermes_config(_read_file(path))
+    except (ConfigError, OSError):
+        return False
+
+
 def _long_number_error(path: Path, text: str) -> ConfigError:
     limit = sys.get_int_max_str_digits()
     for key, node in _scalar_nodes(yaml.compose(text, Loader=yaml.SafeLoader), ""):
@@ -693,7 +782,7 @@ def _scalar_nodes(node: Any, prefix: str) -> Iterator[tuple[str, Any]]:
         yield prefix, node
 
 
-def _apply_env(data: dict[str, Any]) -> None:
+def _apply_env(data: dict[str, Any], sources: dict[str, str]) -> None:
     """Fill model values the file leaves unset (absent or null) from the environment."""
     if data.get("model") is None:
         data["model"] = {}
@@ -703,6 +792,7 @@ def _apply_env(data: dict[str, Any]) -> None:
     for key, var in (("base_url", ENV_BASE_URL), ("name", ENV_MODEL)):
         if os.environ.get(var) and model.get(key) is None:
             model[key] = os.environ[var]
+            sources[f"model.{key}"] = f"from {var}"
             if key == "base_url":
                 check_base_url(model[key], source=f"the environment variable {var}")
 
@@ -730,17 +820,32 @@ def load_config(
     else:
         cfg_path = _config_file(home / CONFIG_FILENAME, explicit=False)
     data = _read_file(cfg_path) if cfg_path else {}
-    _apply_env(data)
+    hermes = read_hermes_keys(data)
+    sources = dict(hermes.sources)
+    _apply_env(data, sources)
     for section, values in (overrides or {}).items():
         if isinstance(values, dict) and isinstance(data.get(section), dict):
             _deep_merge(data[section], values)
         else:
             data[section] = values
+        _forget_sources(sources, section, values)
+    sources.update(resolve_endpoints(data, hermes))
     cfg = _build(Config, data, "")
     cfg.hermes_home = home
     cfg.path = cfg_path
+    cfg.sources = sources
+    cfg.hermes = hermes
     _check_together(cfg)
     return cfg
+
+
+def _forget_sources(sources: dict[str, str], prefix: str, values: Any) -> None:
+    """Explicit values replace what the file or the environment said."""
+    if isinstance(values, dict):
+        for key, value in values.items():
+            _forget_sources(sources, f"{prefix}.{key}", value)
+    else:
+        sources.pop(prefix, None)
 
 
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
@@ -780,7 +885,9 @@ def _yaml_scalar(value: Any, *, flow: bool = False) -> str:
     return text[1:-1] if flow else text
 
 
-def _yaml_lines(obj: Any, indent: str, *, comments: bool, mask: bool) -> Iterator[str]:
+def _yaml_lines(
+    obj: Any, indent: str, *, comments: bool, sources: dict[str, str], prefix: str
+) -> Iterator[str]:
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         doc = f.metadata.get("doc", "")
@@ -788,13 +895,20 @@ def _yaml_lines(obj: Any, indent: str, *, comments: bool, mask: bool) -> Iterato
             doc += "; used by the agent"
         elif f.metadata.get("status") == UNSUPPORTED:
             doc += "; not supported yet"
+        doc = doc if comments else sources.get(f"{prefix}{f.name}", "")
         if dataclasses.is_dataclass(value):
-            yield _with_comment(f"{indent}{f.name}:", doc if comments else "")
-            yield from _yaml_lines(value, indent + "  ", comments=comments, mask=mask)
-        elif mask and f.name in _SECRET_KEYS and value:
+            yield _with_comment(f"{indent}{f.name}:", doc)
+            yield from _yaml_lines(
+                value,
+                indent + "  ",
+                comments=comments,
+                sources=sources,
+                prefix=f"{prefix}{f.name}.",
+            )
+        elif f.name in _SECRET_KEYS and value:
             yield f"{indent}# {f.name}: set, not shown"
         else:
-            yield _with_comment(f"{indent}{f.name}: {_yaml_scalar(value)}", doc if comments else "")
+            yield _with_comment(f"{indent}{f.name}: {_yaml_scalar(value)}", doc)
 
 
 def _with_comment(line: str, doc: str) -> str:
@@ -807,7 +921,8 @@ def render_config(cfg: Config, *, comments: bool, header: str = "") -> str:
     """``cfg`` as a YAML document that ``load_config`` reads back to the same values.
 
     Args:
-        comments: Add each setting's one-line doc.
+        comments: Add each setting's one-line doc; without, a value that did not
+            come from its own key in the file says where it came from.
         header: Comment lines (without ``#``) put first.
 
     API keys are never written out: a set key becomes a comment line.
@@ -817,7 +932,15 @@ def render_config(cfg: Config, *, comments: bool, header: str = "") -> str:
         if lines:
             lines.append("")
         lines.append(f"{section.name}:")
-        lines.extend(_yaml_lines(getattr(cfg, section.name), "  ", comments=comments, mask=True))
+        lines.extend(
+            _yaml_lines(
+                getattr(cfg, section.name),
+                "  ",
+                comments=comments,
+                sources=cfg.sources,
+                prefix=f"{section.name}.",
+            )
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -53,12 +53,8 @@ INTERRUPTED_TEXT = "[interrupted by the user]"
 # Written when a session resumes after its process died mid-turn.
 CUT_TURN_TEXT = "[the previous turn was cut off (the process stopped) before an answer]"
 CUT_TOOL_TEXT = '{"error": "not run: the turn was cut off when the process stopped"}'
-# How the main model is described when nothing configures one.
-NO_MODEL_HELP = (
-    "no model is configured: run `hermes-context config init`, then set model.base_url and "
-    "model.name in $HERMES_HOME/config.yaml (the key goes in the variable model.api_key_env "
-    "names, default OPENAI_API_KEY), or pass base_url= and model= to AIAgent"
-)
+# How to name a model without the config file (ends the "no model is configured" hint).
+EXPLICIT_MODEL_HELP = "pass base_url= and model= to AIAgent"
 # The name sessions record for an injected model that has none.
 UNNAMED_MODEL = "unnamed-model"
 TOOL_PROGRESS_MODES = ("all", "new", "off")
@@ -167,7 +163,8 @@ class AIAgent:
         mc = self.config.model
         if chat_model is None and not (mc.base_url and mc.name):
             raise ConfigError(
-                NO_MODEL_HELP, key="model.base_url" if not mc.base_url else "model.name"
+                self.config.no_model_help(explicit=EXPLICIT_MODEL_HELP),
+                key="model.base_url" if not mc.base_url else "model.name",
             )
         self.model: str = mc.name or UNNAMED_MODEL
         self.max_iterations = max_iterations
@@ -264,9 +261,7 @@ class AIAgent:
             )
             if v is not None
         }
-        if overrides:
-            cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, **overrides))
-        return cfg
+        return cfg.with_model(**overrides) if overrides else cfg
 
     def _summaries_on_own_model(self) -> bool:
         """Whether summaries go to the conversation's model (no other summary model set)."""

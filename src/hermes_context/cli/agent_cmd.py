@@ -11,7 +11,6 @@ from typing import Any
 import click
 
 from .. import AIAgent, SessionDB
-from ..agent.core import NO_MODEL_HELP
 from ..agent.events import describe_event
 from ..config import check_base_url, load_config
 from ..errors import HermesContextError
@@ -101,10 +100,7 @@ def _build_agent(
     if base_url is not None:
         check_base_url(base_url, source="--base-url")
     if not ((base_url or config.model.base_url) and (model or config.model.name)):
-        fail(
-            NO_MODEL_HELP.replace("base_url= and model= to AIAgent", "--base-url and --model"),
-            EXIT_CONFIG,
-        )
+        fail(config.no_model_help(explicit="pass --base-url and --model"), EXIT_CONFIG)
     if session_id is not None:
         with SessionDB(config.hermes_home / DB_FILENAME) as db:
             if db.get_session(session_id) is None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from ..config import (
     CONFIG_FILENAME,
     DEFAULT_CONFIG_YAML,
     Config,
+    is_hermes_config_file,
     load_config,
     render_config,
     resolve_hermes_home,
@@ -52,11 +55,33 @@ def show(config_path: str | None, hermes_home: str | None, as_json: bool) -> Non
 
 def _show_header(cfg: Config) -> str:
     source = str(cfg.path) if cfg.path else "none (defaults and environment only)"
-    return (
-        "hermes-context configuration in effect (config file > environment > defaults)\n"
-        f"config file: {source}\n"
-        f"HERMES_HOME: {cfg.hermes_home}"
-    )
+    lines = [
+        "hermes-context configuration in effect (config file > environment > defaults)",
+        f"config file: {source}",
+        f"HERMES_HOME: {cfg.hermes_home}",
+    ]
+    if cfg.hermes.found:
+        lines.extend(_hermes_lines(cfg))
+    return "\n".join(lines)
+
+
+def _hermes_lines(cfg: Config) -> list[str]:
+    """What was made of Hermes Agent's keys: mapped ones say so on their line."""
+    lines = ["Hermes Agent's config: a value taken from one of its keys says so on its line."]
+    ignored = cfg.hermes.ignored
+    if ignored:
+        lines.append(
+            f"{len(ignored)} Hermes setting{'s' if len(ignored) != 1 else ''} without an "
+            f"equivalent here {'are' if len(ignored) != 1 else 'is'} ignored: {', '.join(ignored)}"
+        )
+    lines.extend(cfg.hermes.notes)
+    variable = cfg.model.api_key_env
+    if cfg.model.base_url and variable and not cfg.model.api_key and not os.environ.get(variable):
+        lines.append(
+            f"{variable} (model.api_key_env) is not set: Hermes keeps API keys in "
+            "$HERMES_HOME/.env, which hermes-context never reads; export the variable in your shell"
+        )
+    return lines
 
 
 @config.command()
@@ -75,6 +100,13 @@ def init(hermes_home: str | None, force: bool) -> None:
     """Write a commented default config file to $HERMES_HOME/config.yaml (mode 0600)."""
     home = resolve_hermes_home(hermes_home)
     target = home / CONFIG_FILENAME
+    if is_hermes_config_file(target):
+        fail(
+            f"{target} is Hermes Agent's config: hermes-context reads it as it is (see "
+            "`hermes-context config show`) and never writes it; add settings to it by hand, "
+            "or point HERMES_HOME at another folder",
+            EXIT_FAILURE,
+        )
     refusal = f"{target} already exists; pass --force to overwrite it"
     if not force and target.exists():
         fail(refusal, EXIT_FAILURE)

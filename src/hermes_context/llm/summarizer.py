@@ -114,7 +114,7 @@ def build_summarizer(config: Config) -> OpenAISummarizer:
         return main_summarizer
     return OpenAISummarizer(
         base_url=aux_base,
-        api_key=aux.api_key or main.resolved_api_key(),
+        api_key=aux.resolved_api_key(main),
         model=aux_model,
         timeout=aux.timeout,
         fallback=main_summarizer,
