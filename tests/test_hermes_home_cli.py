@@ -83,7 +83,9 @@ def test_doctor_reports_a_hermes_home_and_changes_nothing(tmp_path, name, versio
     ]
     assert all(m["chars"] <= m["limit"] for m in report["memory"])
     assert report["skills"]["count"] == 3
-    assert "model.default" in report["config"]["unknown"]
+    assert "model.default" in report["config"]["known"] and report["config"]["unknown"] == []
+    assert "model.default" in report["config"]["hermes_mapped"]["model.name"]
+    assert "_config_version" in report["config"]["hermes_ignored"]
     assert "compression.threshold" in report["config"]["known"]
     assert report["credential_files"] == [".env"]
     text = invoke("doctor", "--home", str(home))

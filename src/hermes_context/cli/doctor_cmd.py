@@ -61,9 +61,13 @@ def _config(home: Path) -> tuple[dict[str, Any], Config | None]:
             keys = _leaf_keys(yaml.safe_load(path.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
             keys = []
-    ignored = tuple(f"{u}." for u in unknown)
-    report["known"] = [k for k in keys if k not in unknown and not k.startswith(ignored)]
-    report["unknown"] = unknown
+    hermes_ignored = list(config.hermes.ignored) if config is not None else []
+    skipped = [*unknown, *hermes_ignored]
+    prefixes = tuple(f"{k}." for k in skipped)
+    report["known"] = [k for k in keys if k not in skipped and not k.startswith(prefixes)]
+    report["unknown"] = unknown  # neither ours nor Hermes's: typos, warned about
+    report["hermes_mapped"] = dict(config.hermes.sources) if config is not None else {}
+    report["hermes_ignored"] = hermes_ignored  # Hermes features without an equivalent here
     return report, config
 
 
@@ -183,9 +187,15 @@ def _report_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"config: {cfg['path']} none (defaults)")
     else:
         lines.append(
-            f"config: {len(cfg['known'])} keys read, {len(cfg['unknown'])} ignored"
+            f"config: {len(cfg['known'])} keys read, {len(cfg['unknown'])} unknown"
             + (f" ({', '.join(cfg['unknown'])})" if cfg["unknown"] else "")
         )
+        lines += [f"  {key}: {where}" for key, where in cfg["hermes_mapped"].items()]
+        if cfg["hermes_ignored"]:
+            lines.append(
+                f"  {len(cfg['hermes_ignored'])} Hermes settings without an equivalent here "
+                f"are ignored: {', '.join(cfg['hermes_ignored'])}"
+            )
     if cfg["error"]:
         lines.append(f"  config error: {cfg['error']}")
     creds = report["credential_files"]
