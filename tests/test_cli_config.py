@@ -21,7 +21,7 @@ from hermes_context import Config, load_config
 from hermes_context.cli import config_cmd
 from hermes_context.cli.main import cli
 from hermes_context.config import DEFAULT_CONFIG_YAML
-from hermes_fixture_homes import copy_home
+from hermes_homes import copy_home
 
 DEFAULT_SHOW = """\
 # hermes-context configuration in effect (config file > environment > defaults)
@@ -523,7 +523,7 @@ model.provider: auto
 @pytest.fixture
 def hermes_agent_home(tmp_path, monkeypatch):
     """A copy of the Hermes 0.20.0 fixture home as HERMES_HOME."""
-    home = copy_home("v25", tmp_path)
+    home = copy_home("v25", tmp_path / "v25")
     monkeypatch.setenv("HERMES_HOME", str(home))
     monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
     return home

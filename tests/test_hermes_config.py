@@ -26,7 +26,7 @@ from hermes_context.hermes_config import (
     key_var_for_url,
 )
 from hermes_context.llm.testing import FunctionModel
-from hermes_fixture_homes import FIXTURES, copy_home
+from hermes_homes import HOMES, copy_home, needs_fixtures
 
 EVERY_KEY = Path(__file__).parent / "data" / "hermes_config_every_key.yaml"
 # What the fixtures' config.yaml (from cli-config.yaml.example) holds without an equivalent here.
@@ -75,9 +75,10 @@ def _no_key_variables(monkeypatch):
 # --- the fixture homes --------------------------------------------------------
 
 
-@pytest.mark.parametrize("fixture", FIXTURES)
+@needs_fixtures
+@pytest.mark.parametrize("fixture", HOMES)
 def test_a_hermes_home_config_names_the_model_without_a_warning(fixture, tmp_path):
-    home = copy_home(fixture, tmp_path)
+    home = copy_home(fixture, tmp_path / fixture)
     before = (home / "config.yaml").read_bytes()
     cfg = quietly(hermes_home=home)
     assert (cfg.model.name, cfg.model.base_url) == (

@@ -14,7 +14,7 @@ import pytest
 
 from hermes_context import AIAgent
 from hermes_context.llm.testing import FunctionModel, Reply
-from hermes_fixture_homes import FIXTURES, copy_home
+from hermes_homes import HOMES, copy_home, needs_fixtures
 
 # One marker per credential store; none may appear in any request.
 MARKERS = {
@@ -75,9 +75,10 @@ def paths_to_try(home, cwd):
 
 
 @pytest.mark.parametrize("mode", ["home-as-workspace", "project-linking-home"])
-@pytest.mark.parametrize("fixture", FIXTURES)
+@needs_fixtures
+@pytest.mark.parametrize("fixture", HOMES)
 def test_no_credential_file_of_a_hermes_home_reaches_a_prompt(fixture, mode, tmp_path, monkeypatch):
-    home = copy_home(fixture, tmp_path)
+    home = copy_home(fixture, tmp_path / fixture)
     if fixture == "v25-cjk":  # its state.db opens read-only here (no CJK tokenizer): no turn
         (home / "state.db").unlink()
     plant_credentials(home)
