@@ -110,8 +110,8 @@ def test_batch_failure_names_the_operation():
     [
         ("", "'content' must be non-empty text."),
         (None, "'content' must be non-empty text."),
-        ("one\n§\ntwo", "must not contain a line holding only '§'"),
-        ("one\n  §  \ntwo", "must not contain a line holding only '§'"),
+        ("one\n§\ntwo", "has a line holding only '§'"),
+        ("one\n  §  \ntwo", "has a line holding only '§'"),
     ],
 )
 def test_clean_content_refuses(content, message):

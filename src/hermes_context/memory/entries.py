@@ -53,6 +53,28 @@ class Operation:
         return data
 
 
+def separator_line(text: str) -> int | None:
+    """The number (from 1) of the first line of ``text`` that reads as the entry separator.
+
+    That is a line holding only ``§``, spaces around it aside. Hermes Agent
+    (every release since its memory tool's first week) splits a file at
+    ``"\\n§\\n"`` exactly, so a sign inside a line never splits anything; the
+    spaces are counted too because an editor that trims them turns the line
+    into a separator, and a person reads it as one already. Lines end at
+    ``\\n``, ``\\r\\n`` or ``\\r``, as Hermes reads them (Python's universal newlines).
+
+    Returns:
+        The line number, or ``None`` when there is no such line.
+    """
+    if _SECTION_SIGN not in text:
+        return None
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    for number, line in enumerate(lines, start=1):
+        if line.strip() == _SECTION_SIGN:
+            return number
+    return None
+
+
 def parse_entries(text: str) -> list[str]:
     """Split file text into entries, stripping each and dropping empty ones."""
     return [part.strip() for part in text.split(ENTRY_DELIMITER) if part.strip()]
@@ -88,10 +110,13 @@ def clean_content(content: object, *, field: str = "content") -> str:
     bad = bad_character(text)
     if bad:
         raise EntryError(f"'{field}' holds {bad}, then retry.", reason="invalid")
-    if any(line.strip() == _SECTION_SIGN for line in text.splitlines()):
+    line = separator_line(text)
+    if line is not None:
         raise EntryError(
-            f"'{field}' must not contain a line holding only '§' (it separates entries); "
-            "write one fact per entry and call the tool once per entry.",
+            f"'{field}' has a line holding only '§' (line {line}). In MEMORY.md and USER.md "
+            "that line separates entries, for this tool and for Hermes Agent: the note would be "
+            "read back as two entries, and the next write would keep them apart. Keep the sign "
+            "inside a sentence ('see § 4') or write 'section' instead, then retry.",
             reason="invalid",
         )
     ids = structure_ids(text)

@@ -40,6 +40,7 @@ from .entries import (
     parse_operation,
     preview,
     render_entries,
+    separator_line,
     usage,
 )
 from .journal import JOURNAL_FILENAME, ORIGINS, Journal, content_hash
@@ -685,7 +686,7 @@ def _drift_reason(text: str, entries: list[str], limit: int, name: str) -> str |
     if not text.strip():
         return None
     if render_entries(entries) != text.strip() or any(
-        "§" in entry and _has_delimiter_line(entry) for entry in entries
+        separator_line(entry) is not None for entry in entries
     ):
         return (
             f"{name} was changed outside the memory tool: it does not round-trip "
@@ -698,11 +699,6 @@ def _drift_reason(text: str, entries: list[str], limit: int, name: str) -> str |
             f"{len(longest):,} chars, more than the file's limit of {limit:,}."
         )
     return None
-
-
-def _has_delimiter_line(entry: str) -> bool:
-    """A line that is '§' but for whitespace or a CR: a delimiter mangled by an editor."""
-    return any(line.strip() == "§" for line in entry.splitlines())
 
 
 def _entries_threats(entries: list[str]) -> list[list[str]]:
