@@ -60,6 +60,7 @@ def test_show_json_flags_poisoned_entries(run, hermes_home):
             "limit": 2200,
             "blocked": [{"index": 1, "pattern_ids": ids}],
             "drift": None,
+            "duplicates": 0,
         }
     }
     human = run("show", "--target", "memory").stdout

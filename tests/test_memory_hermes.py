@@ -97,3 +97,96 @@ def test_the_tool_refuses_it_too(tmp_path):
     store = MemoryStore(tmp_path)
     out = json.loads(memory_tool(store, {"action": "add", "target": "user", "content": "a\n§\nb"}))
     assert out["success"] is False and "line holding only '§' (line 2)" in out["error"]
+
+
+# -- duplicates ---------------------------------------------------------------------
+
+_DUPLICATED = "uses pytest\n§\nuses ruff\n§\nuses pytest\n§\nTZ is UTC\n§\nuses pytest"
+
+
+def _duplicated_home(tmp_path):
+    path = tmp_path / "MEMORY.md"
+    path.write_text(_DUPLICATED, encoding="utf-8")
+    return MemoryStore(tmp_path), path
+
+
+def test_duplicates_are_left_out_on_load_as_hermes_does(tmp_path):
+    store, path = _duplicated_home(tmp_path)
+    assert (
+        store.entries("memory") == hermes_entries(path) == ["uses pytest", "uses ruff", "TZ is UTC"]
+    )
+    status = store.status("memory")
+    assert (status["usage"], status["duplicates"], status["drift"]) == (35, 2, None)
+    store.load_from_disk()
+    assert store.format_for_system_prompt("memory").endswith(
+        "uses pytest\n§\nuses ruff\n§\nTZ is UTC"
+    )
+    assert store.load_warnings == {}
+    assert path.read_text(encoding="utf-8") == _DUPLICATED  # loading writes nothing
+
+
+def test_the_write_that_drops_them_from_the_file_journals_the_drop(tmp_path):
+    from hermes_context.memory import content_hash
+
+    store, path = _duplicated_home(tmp_path)
+    result = store.replace("memory", "ruff", "uses ruff and mypy", origin="user", session_id="s9")
+    assert result["success"] and result["entries"] == [
+        "uses pytest",
+        "uses ruff and mypy",
+        "TZ is UTC",
+    ]
+    assert path.read_text(encoding="utf-8") == "uses pytest\n§\nuses ruff and mypy\n§\nTZ is UTC"
+    dedupe, replace = store.history()
+    assert dedupe["action"] == "dedupe" and replace["action"] == "replace"
+    assert dedupe["content_hash"] == content_hash("uses pytest") and dedupe["dropped"] == 2
+    assert (dedupe["origin"], dedupe["session_id"], dedupe["write_id"]) == (
+        "user", "s9", replace["write_id"],
+    )  # fmt: skip
+    assert store.status("memory")["duplicates"] == 0
+    store.add("memory", "uses black")
+    assert [r["action"] for r in store.history()] == ["dedupe", "replace", "add"]  # once only
+
+
+def test_an_add_that_changes_nothing_leaves_the_duplicates_and_the_journal_alone(tmp_path):
+    store, path = _duplicated_home(tmp_path)
+    assert store.add("memory", "uses ruff")["unchanged"]
+    assert path.read_text(encoding="utf-8") == _DUPLICATED and store.history() == []
+
+
+def test_memory_show_says_repeats_are_left_out(tmp_path):
+    from click.testing import CliRunner
+
+    from hermes_context.cli.main import cli
+
+    (tmp_path / "memories").mkdir()
+    (tmp_path / "memories" / "MEMORY.md").write_text(_DUPLICATED, encoding="utf-8")
+    result = CliRunner().invoke(
+        cli, ["memory", "show", "--target", "memory", "--home", str(tmp_path)]
+    )
+    assert result.exit_code == 0
+    assert result.stdout == (
+        "MEMORY.md  35/2,200 chars (1%), 3 entries\n"
+        "  1. uses pytest\n  2. uses ruff\n  3. TZ is UTC\n"
+    )
+    assert result.stderr == (
+        "note: MEMORY.md holds 2 copies of entries it already has; they are left out, as Hermes "
+        "Agent leaves them out, and the next write removes them from the file\n"
+    )
+
+
+def test_doctor_counts_the_copies_left_out(tmp_path):
+    from click.testing import CliRunner
+
+    from hermes_context.cli.main import cli
+
+    (tmp_path / "memories").mkdir()
+    (tmp_path / "memories" / "MEMORY.md").write_text(_DUPLICATED, encoding="utf-8")
+    result = CliRunner().invoke(cli, ["doctor", "--home", str(tmp_path)])
+    assert (
+        "memories/MEMORY.md: 3 entries, 35/2200 chars; 2 repeated copies left out\n"
+        in result.stdout
+    )
+    report = json.loads(
+        CliRunner().invoke(cli, ["doctor", "--home", str(tmp_path), "--json"]).stdout
+    )
+    assert [(m["entries"], m["duplicates"]) for m in report["memory"]] == [(3, 2), (0, 0)]

@@ -92,6 +92,7 @@ def _memory(home: Path, config: Config | None) -> list[dict[str, Any]]:
                 chars=status["usage"],
                 limit=status["limit"],
                 drift=status["drift"],
+                duplicates=status["duplicates"],
             )
         out.append(entry)
     return out
@@ -171,6 +172,8 @@ def _report_lines(report: dict[str, Any]) -> list[str]:
             lines.append(f"{m['file']}: {m['error']}")
         elif m["exists"]:
             drift = f"; {m['drift']}" if m["drift"] else ""
+            if m["duplicates"]:  # left out on load, by Hermes Agent as here
+                drift += f"; {m['duplicates']} repeated cop{'y' if m['duplicates'] == 1 else 'ies'} left out"
             lines.append(
                 f"{m['file']}: {m['entries']} entries, {m['chars']}/{m['limit']} chars{drift}"
             )

@@ -127,6 +127,17 @@ def _print_target(name: str, data: dict[str, Any]) -> None:
         console.print(line, soft_wrap=True)
     if data["drift"]:
         click.echo(f"warning: {visible(data['drift'], keep_newlines=False)}", err=True)
+    if data["duplicates"]:
+        copies = (
+            "1 copy of an entry"
+            if data["duplicates"] == 1
+            else f"{data['duplicates']} copies of entries"
+        )
+        click.echo(
+            f"note: {_FILENAMES[name]} holds {copies} it already has; they are left out, as Hermes "
+            "Agent leaves them out, and the next write removes them from the file",
+            err=True,
+        )
 
 
 def _read_text_arg(text: str) -> str:

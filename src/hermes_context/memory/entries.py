@@ -7,6 +7,7 @@ list of entries and returns a new one; none touches the disk.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -78,6 +79,16 @@ def separator_line(text: str) -> int | None:
 def parse_entries(text: str) -> list[str]:
     """Split file text into entries, stripping each and dropping empty ones."""
     return [part.strip() for part in text.split(ENTRY_DELIMITER) if part.strip()]
+
+
+def drop_duplicates(entries: Sequence[str]) -> tuple[list[str], dict[str, int]]:
+    """The entries without repeats, first copy kept, as Hermes Agent loads a file.
+
+    Returns:
+        The entries left, and for each repeated entry how many copies were dropped.
+    """
+    counts = Counter(entries)  # keeps first-seen order
+    return list(counts), {entry: n - 1 for entry, n in counts.items() if n > 1}
 
 
 def render_entries(entries: Sequence[str]) -> str:

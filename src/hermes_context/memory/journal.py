@@ -41,7 +41,8 @@ from .entries import TARGETS
 
 JOURNAL_FILENAME = "journal.jsonl"
 ORIGINS = ("user", "agent", "background_review")
-ACTIONS = ("add", "replace", "remove", "reset")
+# "dedupe": a rewrite dropped repeated entries (Hermes Agent leaves them out on load).
+ACTIONS = ("add", "replace", "remove", "reset", "dedupe")
 PHASES = ("intent", "commit", "abort")
 _BOM_BYTES = "\ufeff".encode()
 # An intent file is a few hundred bytes; anything bigger was not written by us.
@@ -57,6 +58,7 @@ _RECORD_TYPES: dict[str, type | tuple[type, ...]] = {
     "content_hash": str,
     "old_hash": str,
     "merged": bool,
+    "dropped": int,
     "chars": int,
     "batch_id": str,
     "pending_id": str,

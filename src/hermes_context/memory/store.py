@@ -35,6 +35,7 @@ from .entries import (
     EntryError,
     Operation,
     apply_operation,
+    drop_duplicates,
     find_entry,
     parse_entries,
     parse_operation,
@@ -146,8 +147,9 @@ class MemoryStore:
         return _fileio.resolve_inside(folder / TARGET_FILENAMES[target], folder)
 
     def _read(self, target: str) -> tuple[str, list[str]]:
+        """The file's text and its entries, duplicates left out as Hermes Agent leaves them."""
         text = _fileio.read_text(self._real_path(target)) or ""
-        return text, parse_entries(text)
+        return text, drop_duplicates(parse_entries(text))[0]
 
     def entries(self, target: str) -> list[str]:
         """The live entries on disk now (raw text, poisoned ones included).
@@ -175,6 +177,7 @@ class MemoryStore:
             "limit": limit,
             "blocked": [{"index": i, "pattern_ids": ids} for i, ids in blocked if ids],
             "drift": _drift_reason(text, entries, limit, TARGET_FILENAMES[target]),
+            "duplicates": sum(drop_duplicates(parse_entries(text))[1].values()),
         }
 
     def drift(self, target: str) -> str | None:
@@ -346,6 +349,7 @@ class MemoryStore:
                 common["batch_id"] = common["write_id"][:12]
             if pending_id:
                 common["pending_id"] = pending_id
+            records = _dedupe_records(text) + records
             warning = self.journal.logged_write(
                 path, render_entries(after), [{**rec, **common} for rec in records]
             )
@@ -682,10 +686,19 @@ def _apply_logged(
     return entries, records
 
 
+def _dedupe_records(text: str) -> list[dict[str, Any]]:
+    """Journal records for the repeated entries a rewrite of ``text`` drops, one per entry."""
+    dropped = drop_duplicates(parse_entries(text))[1]
+    return [
+        {"action": "dedupe", "content_hash": content_hash(entry), "dropped": n}
+        for entry, n in dropped.items()
+    ]
+
+
 def _drift_reason(text: str, entries: list[str], limit: int, name: str) -> str | None:
     if not text.strip():
         return None
-    if render_entries(entries) != text.strip() or any(
+    if render_entries(parse_entries(text)) != text.strip() or any(
         separator_line(entry) is not None for entry in entries
     ):
         return (
