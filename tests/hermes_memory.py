@@ -14,7 +14,7 @@ release since splits at ``"\\n§\\n"`` only. So:
 
 Run as a script it is a second process writing the Hermes way::
 
-    python hermes_memory.py add FILE PREFIX COUNT   # COUNT adds of "PREFIX <i>"
+    python hermes_memory.py add FILE PREFIX COUNT [GO]  # COUNT adds of "PREFIX <i>", once GO exists
     python hermes_memory.py hold FILE SIGNAL        # lock, touch SIGNAL, wait for SIGNAL.done
 """
 
@@ -83,6 +83,15 @@ def hermes_add(path: Path, content: str) -> bool:
     return True
 
 
+def wait_for(path: Path, seconds: float = 60) -> None:
+    """Return once ``path`` exists (a start line both writers wait at)."""
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{path} never appeared")
+        time.sleep(0.005)
+
+
 def _hold(path: Path, signal: Path) -> None:
     with hermes_lock(path):
         signal.touch()
@@ -97,6 +106,8 @@ def main(argv: list[str]) -> None:
     command, path = argv[0], Path(argv[1])
     if command == "add":
         prefix, count = argv[2], int(argv[3])
+        if len(argv) > 4:
+            wait_for(Path(argv[4]))
         for i in range(count):
             hermes_add(path, f"{prefix} {i}")
     elif command == "hold":

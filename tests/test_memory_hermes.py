@@ -7,11 +7,18 @@ here checks our writes against it.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import hermes_context
 from hermes_context.memory import MemoryStore
 from hermes_context.memory.entries import EntryError, clean_content, render_entries
 from hermes_memory import ENTRY_DELIMITER, hermes_entries
@@ -190,3 +197,119 @@ def test_doctor_counts_the_copies_left_out(tmp_path):
         CliRunner().invoke(cli, ["doctor", "--home", str(tmp_path), "--json"]).stdout
     )
     assert [(m["entries"], m["duplicates"]) for m in report["memory"]] == [(3, 2), (0, 0)]
+
+
+# -- locks: Hermes's rule and ours on the same files --------------------------------
+
+_HERMES_SCRIPT = Path(__file__).with_name("hermes_memory.py")
+_SRC = Path(hermes_context.__file__).parents[1]
+# Our writer in its own process: COUNT adds of "ours <i>" through MemoryStore.
+_OUR_WRITER = (
+    "import sys\n"
+    "from pathlib import Path\n"
+    "from hermes_context.memory import MemoryStore\n"
+    "from hermes_memory import wait_for\n"
+    "store = MemoryStore(sys.argv[1], memory_char_limit=1_000_000)\n"
+    "wait_for(Path(sys.argv[3]))\n"
+    "for i in range(int(sys.argv[2])):\n"
+    "    result = store.add('memory', f'ours {i}', origin='user')\n"
+    "    assert result['success'], result\n"
+)
+WRITES = 40  # per process: enough for the two to interleave on two cores
+DEADLINE = 120  # seconds; a deadlock fails the test instead of hanging it
+
+
+def _env():
+    paths = [str(_SRC), str(_HERMES_SCRIPT.parent), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def _wait_for(path, seconds=30):
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.01)
+
+
+def test_hermes_and_we_write_at_once_and_no_write_is_lost(tmp_path):
+    folder = tmp_path / "memories"
+    folder.mkdir()
+    path = folder / "MEMORY.md"
+    go = tmp_path / "go"  # both start writing at once, after their imports
+    ours = subprocess.Popen(
+        [sys.executable, "-c", _OUR_WRITER, str(folder), str(WRITES), str(go)], env=_env()
+    )
+    hermes = subprocess.Popen(
+        [sys.executable, str(_HERMES_SCRIPT), "add", str(path), "hermes", str(WRITES), str(go)],
+        env=_env(),
+    )
+    time.sleep(1)  # imports done
+    go.touch()
+    assert ours.wait(timeout=DEADLINE) == 0 and hermes.wait(timeout=DEADLINE) == 0
+    expected = {f"{who} {i}" for who in ("ours", "hermes") for i in range(WRITES)}
+    assert set(hermes_entries(path)) == expected
+    assert set(MemoryStore(folder).entries("memory")) == expected
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "MEMORY.md",
+        "MEMORY.md.lock",
+        "journal.jsonl",
+    ]
+
+
+def test_our_write_waits_for_hermes_holding_its_lock(tmp_path):
+    path = tmp_path / "MEMORY.md"
+    signal = tmp_path / "hermes-holds"
+    hermes = subprocess.Popen([sys.executable, str(_HERMES_SCRIPT), "hold", str(path), str(signal)])
+    try:
+        _wait_for(signal)
+        writer = threading.Thread(target=MemoryStore(tmp_path).add, args=("memory", "ours"))
+        writer.start()
+        writer.join(0.5)
+        assert writer.is_alive() and not path.exists()  # blocked on Hermes's lock
+    finally:
+        (tmp_path / "hermes-holds.done").touch()
+    assert hermes.wait(timeout=DEADLINE) == 0
+    writer.join(DEADLINE)
+    assert hermes_entries(path) == ["written by hermes under its lock", "ours"]
+
+
+def test_hermes_waits_for_us_holding_our_lock(tmp_path):
+    from hermes_context.memory import _fileio
+
+    path = tmp_path / "MEMORY.md"
+    with _fileio.file_lock(path):
+        hermes = subprocess.Popen(
+            [sys.executable, str(_HERMES_SCRIPT), "add", str(path), "hermes", "1"]
+        )
+        with pytest.raises(subprocess.TimeoutExpired):
+            hermes.wait(timeout=0.5)
+        assert not path.exists()
+    assert hermes.wait(timeout=DEADLINE) == 0 and hermes_entries(path) == ["hermes 0"]
+
+
+def test_a_symlinked_file_is_locked_by_its_name_in_the_memory_folder(tmp_path):
+    """Hermes locks ``memories/MEMORY.md.lock`` and writes through the link; so must we."""
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "agent.md").write_text("kept", encoding="utf-8")
+    (tmp_path / "MEMORY.md").symlink_to(Path("notes") / "agent.md")
+    signal = tmp_path / "hermes-holds"
+    hermes = subprocess.Popen(
+        [sys.executable, str(_HERMES_SCRIPT), "hold", str(tmp_path / "MEMORY.md"), str(signal)]
+    )
+    try:
+        _wait_for(signal)
+        writer = threading.Thread(target=MemoryStore(tmp_path).add, args=("memory", "ours"))
+        writer.start()
+        writer.join(0.5)
+        assert writer.is_alive()  # blocked on memories/MEMORY.md.lock
+    finally:
+        (tmp_path / "hermes-holds.done").touch()
+    assert hermes.wait(timeout=DEADLINE) == 0
+    writer.join(DEADLINE)
+    assert (tmp_path / "MEMORY.md").is_symlink()
+    assert hermes_entries(tmp_path / "MEMORY.md") == [
+        "kept",
+        "written by hermes under its lock",
+        "ours",
+    ]
+    assert not (tmp_path / "notes" / "agent.md.lock").exists()

@@ -2,7 +2,9 @@
 
 The cross-process lock is ``fcntl.flock`` on ``<file>.lock``: the kernel drops
 it when the holder dies (even by SIGKILL), so a crashed writer never leaves a
-stale lock. Writes go to a temp file in the same folder, are fsynced, renamed
+stale lock. It is the lock Hermes Agent takes on the same files (``flock``,
+exclusive, on ``MEMORY.md.lock`` / ``USER.md.lock``, never deleted), so the two
+programs' writes to a shared home wait for each other. Writes go to a temp file in the same folder, are fsynced, renamed
 over the target, and the folder is fsynced, so a reader sees the old or the
 new file and never a torn one.
 """

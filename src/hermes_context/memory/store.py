@@ -328,7 +328,8 @@ class MemoryStore:
     ) -> dict[str, Any]:
         _fileio.ensure_dir(self.memory_dir)
         path = self._real_path(target)
-        with _fileio.file_lock(path):
+        # Locked by its name in the folder, as Hermes Agent locks it, never by a link's target.
+        with _fileio.file_lock(self.path(target)):
             _fileio.remove_stale_temps(path)
             self.journal.settle(path, target)
             text, before = self._read(target)
@@ -560,7 +561,8 @@ class MemoryStore:
     def _reset_one(self, target: str, origin: str) -> dict[str, str | None] | None:
         _fileio.ensure_dir(self.memory_dir)
         path = self._real_path(target)
-        with _fileio.file_lock(path):
+        # Locked by its name in the folder, as Hermes Agent locks it, never by a link's target.
+        with _fileio.file_lock(self.path(target)):
             _fileio.remove_stale_temps(path)
             self.journal.settle(path, target)
             data = _fileio.read_bytes(path)
