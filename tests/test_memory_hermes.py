@@ -313,3 +313,22 @@ def test_a_symlinked_file_is_locked_by_its_name_in_the_memory_folder(tmp_path):
         "ours",
     ]
     assert not (tmp_path / "notes" / "agent.md.lock").exists()
+
+
+# -- the tool: what it reports, the argument names prompts written for Hermes use ----
+
+
+def _tool(store, **args):
+    from hermes_context.memory.tool import memory_tool
+
+    return json.loads(memory_tool(store, args))
+
+
+def test_replace_reports_the_entry_it_replaced(tmp_path):
+    store = MemoryStore(tmp_path)
+    store.add("memory", "uses pytest")
+    out = _tool(store, action="replace", target="memory", old_text="pytest", content="uses tox")
+    assert (
+        out["success"] and out["replaced"] == "uses pytest" and out["message"] == "Entry replaced."
+    )
+    assert "replaced" not in _tool(store, action="add", target="memory", content="uses ruff")

@@ -70,8 +70,15 @@ def _finish(result: dict[str, Any], as_json: bool, done: str) -> None:
             done = "Already there; nothing changed"
         n = result["entry_count"]
         click.echo(f"{done} ({result['usage']} chars, {n} entr{'y' if n == 1 else 'ies'})")
+        if "replaced" in result:
+            click.echo(_indented("was", result["replaced"]))
         if result.get("warning"):
             click.echo(f"warning: {visible(result['warning'], keep_newlines=False)}", err=True)
+
+
+def _indented(label: str, entry: str) -> str:
+    """``  label: entry``, its further lines aligned under the first."""
+    return f"  {label}: " + visible(entry).replace("\n", "\n" + " " * (len(label) + 4))
 
 
 def _not_found(exc: StoreError) -> Exception:
@@ -165,8 +172,11 @@ def add(text: str, target: str, hermes_home: str | None, as_json: bool) -> None:
 @handle_errors
 def replace(old_text: str, text: str, target: str, hermes_home: str | None, as_json: bool) -> None:
     """Replace the entry OLD_TEXT names (whole entry, or a part found in no other) with TEXT."""
-    result = _store(hermes_home).replace(target, old_text, _read_text_arg(text), origin="user")
+    new = _read_text_arg(text)
+    result = _store(hermes_home).replace(target, old_text, new, origin="user")
     _finish(result, as_json, f"Entry replaced in {_FILENAMES[target]}")
+    if not as_json:
+        click.echo(_indented("now", new.replace("\r\n", "\n").strip()))
 
 
 @memory.command()

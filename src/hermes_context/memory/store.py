@@ -350,13 +350,15 @@ class MemoryStore:
                 common["batch_id"] = common["write_id"][:12]
             if pending_id:
                 common["pending_id"] = pending_id
-            records = _dedupe_records(text) + records
+            logged = _dedupe_records(text) + records
             warning = self.journal.logged_write(
-                path, render_entries(after), [{**rec, **common} for rec in records]
+                path, render_entries(after), [{**rec, **common} for rec in logged]
             )
         result = success(
             target, after, self.limits[target], _done_message(kind, records), backup=backup
         )
+        if kind == "replace":  # what was there, so the change can be checked or undone
+            result["replaced"] = before[find_entry(before, ops[0].old_text)]
         if warning:
             result["warning"] = warning
         return result
