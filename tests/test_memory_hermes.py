@@ -332,3 +332,34 @@ def test_replace_reports_the_entry_it_replaced(tmp_path):
         out["success"] and out["replaced"] == "uses pytest" and out["message"] == "Entry replaced."
     )
     assert "replaced" not in _tool(store, action="add", target="memory", content="uses ruff")
+
+
+@pytest.mark.parametrize("alias", ["new_text", "new_content"])
+def test_hermes_argument_names_are_accepted(tmp_path, alias):
+    store = MemoryStore(tmp_path)
+    store.add("memory", "uses pytest")
+    out = _tool(store, action="replace", target="memory", old_text="pytest", **{alias: "uses tox"})
+    assert out["success"] and out["entries"] == ["uses tox"] and "ignored_arguments" not in out
+    out = _tool(store, action="add", target="user", **{alias: "prefers tabs"})
+    assert out["success"] and store.entries("user") == ["prefers tabs"]
+    ops = [
+        {"action": "replace", "old_text": "tox", alias: "uses nox"},
+        {"action": "add", alias: "x"},
+    ]
+    assert _tool(store, target="memory", operations=ops)["success"]
+    assert store.entries("memory") == ["uses nox", "x"]
+
+
+def test_two_different_texts_under_two_names_are_refused(tmp_path):
+    store = MemoryStore(tmp_path)
+    out = _tool(store, action="add", target="memory", content="a", new_text="b")
+    assert out == {
+        "success": False,
+        "reason": "invalid",
+        "error": "'content' and 'new_text' name the same thing (the entry's new text) but differ; "
+        "give only 'content'.",
+    }
+    assert _tool(store, action="add", target="memory", content="a", new_text="a")["success"]
+    ops = [{"action": "add", "content": "c", "new_content": "d"}]
+    out = _tool(store, target="memory", operations=ops)
+    assert out["reason"] == "invalid" and out["error"].startswith("operations[0]: 'content' and")

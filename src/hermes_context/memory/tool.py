@@ -71,6 +71,33 @@ MEMORY_TOOL_SCHEMA: dict[str, Any] = {
 
 # What the model may set; everything else in its arguments is ignored and reported.
 _TOOL_ARGUMENTS = frozenset(MEMORY_TOOL_SCHEMA["function"]["parameters"]["properties"])
+# Other names for 'content' (not in the schema, accepted): prompts written for Hermes
+# Agent say "new_text", and Hermes's own errors say "new_content cannot be empty".
+CONTENT_ALIASES = ("new_text", "new_content")
+
+
+class _AliasConflict(Exception):
+    """Two names of the entry's new text were given different values."""
+
+
+def _content_under_its_name(args: Mapping[str, Any]) -> dict[str, Any]:
+    """``args`` with an alias of ``content`` renamed to it.
+
+    Raises:
+        _AliasConflict: the names disagree (its message names them).
+    """
+    out = dict(args)
+    for alias in CONTENT_ALIASES:
+        if alias not in out:
+            continue
+        value = out.pop(alias)
+        if "content" in out and out["content"] != value:
+            raise _AliasConflict(
+                f"'content' and '{alias}' name the same thing (the entry's new text) but "
+                "differ; give only 'content'."
+            )
+        out["content"] = value
+    return out
 
 
 def memory_tool(
@@ -99,7 +126,9 @@ def memory_tool(
     Args:
         store: The session's store.
         arguments: The call's arguments (``action``, ``target``, ``content``,
-            ``old_text``, ``operations``), a JSON object or its text.
+            ``old_text``, ``operations``), a JSON object or its text. ``new_text``
+            and ``new_content`` are taken for ``content`` (prompts written for
+            Hermes Agent use them), in operations too.
         session_id: The host's session id (journal, per-session strikes).
         origin: ``agent`` or ``background_review``. A tool call is never a
             person's write, so ``origin="user"`` is refused.
@@ -126,7 +155,12 @@ def _run(
         arguments = decoded
     if arguments is not None and not isinstance(arguments, Mapping):
         return failure("The arguments must be a JSON object.", "invalid")
-    args = {**(arguments or {}), **tool_args}
+    try:
+        args = _content_under_its_name({**(arguments or {}), **tool_args})
+        if isinstance(args.get("operations"), list):
+            args["operations"] = [_operation(op, i) for i, op in enumerate(args["operations"])]
+    except _AliasConflict as exc:
+        return failure(str(exc), "invalid")
     ignored = sorted(str(key) for key in args if key not in _TOOL_ARGUMENTS)
     result = _dispatch(
         store,
@@ -137,6 +171,15 @@ def _run(
     if ignored:
         result["ignored_arguments"] = ignored
     return result
+
+
+def _operation(op: Any, index: int) -> Any:
+    if not isinstance(op, Mapping):
+        return op  # the store says what is wrong with it
+    try:
+        return _content_under_its_name(op)
+    except _AliasConflict as exc:
+        raise _AliasConflict(f"operations[{index}]: {exc}") from None
 
 
 def _dispatch(
