@@ -106,8 +106,7 @@ def validate(path: str | None, hermes_home: str | None, as_json: bool) -> None:
 
 def _validate(path: Path | None, hermes_home: str | None) -> list[dict[str, Any]]:
     if path is None:
-        root = _store(hermes_home).root
-        files = sorted(root.glob("*/SKILL.md")) + sorted(root.glob("*/*/SKILL.md"))
+        files = _store(hermes_home).skill_files()
     elif path.is_dir():
         files = sorted(path.rglob("SKILL.md"))
     else:

@@ -49,6 +49,9 @@ SKILLS_DIR = "skills"
 LOCK_FILE = ".lock"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+# Folders below skills/ searched for SKILL.md: Hermes nests a skill three deep
+# (mlops/inference/llama-cpp); the bound stops a symlink loop.
+MAX_DEPTH = 6
 # A supporting file may hold at most this much text.
 MAX_SUPPORT_FILE_CHARS = 1_000_000
 # The skills index in the system prompt stays under this many tokens; past it,
@@ -112,9 +115,10 @@ class SkillStore:
 
     def list_skills(self) -> list[SkillInfo]:
         """Every valid skill, by category then name (invalid ones are in ``problems``)."""
-        return [
+        found = [
             info for (info, problem), _ in self._scan_paths() if info is not None and not problem
         ]
+        return sorted(found, key=lambda info: (info.category or "", info.name))
 
     def problems(self) -> list[tuple[Path, str]]:
         """``(SKILL.md path, what is wrong)`` for each skill that does not load."""
@@ -284,18 +288,23 @@ class SkillStore:
 
     # -- internals --------------------------------------------------------------
 
-    def _scan_paths(self) -> Iterator[tuple[tuple[SkillInfo | None, str | None], Path]]:
+    def skill_files(self) -> list[Path]:
+        """Every ``SKILL.md`` of the library, however deep, in path order (see ``skill_folders``)."""
+        return [folder / SKILL_FILE for folder in self.skill_folders()]
+
+    def skill_folders(self) -> list[Path]:
+        """Every folder holding a ``SKILL.md``, at any depth, as Hermes Agent finds them.
+
+        Hermes nests categories (``mlops/inference/llama-cpp``) and skills inside
+        skills; a skill's supporting folders and hidden folders are not searched.
+        """
         if not self.root.is_dir():
-            return
-        for first in sorted(self.root.iterdir()):
-            if not first.is_dir() or first.name.startswith("."):
-                continue
-            if (first / SKILL_FILE).is_file():
-                yield self._load_info(first, None), first / SKILL_FILE
-                continue
-            for second in sorted(first.iterdir()):
-                if second.is_dir() and (second / SKILL_FILE).is_file():
-                    yield self._load_info(second, first.name), second / SKILL_FILE
+            return []
+        return list(_skill_folders(self.root, 0))
+
+    def _scan_paths(self) -> Iterator[tuple[tuple[SkillInfo | None, str | None], Path]]:
+        for folder in self.skill_folders():
+            yield self._load_info(folder, self._category(folder)), folder / SKILL_FILE
 
     def _load_info(self, folder: Path, category: str | None) -> tuple[SkillInfo | None, str | None]:
         try:
@@ -316,23 +325,14 @@ class SkillStore:
 
     def _find(self, name: str) -> Path | None:
         check_name(name)
-        for candidate in (self.root / name, *self._category_dirs(name)):
-            if (candidate / SKILL_FILE).is_file():
-                if not _inside(candidate.resolve(), self.root.resolve()):
-                    raise SkillError(
-                        f"skill {name!r} is a symlink out of the skills folder", reason="invalid"
-                    )
-                return candidate
+        direct = [self.root / name] if (self.root / name / SKILL_FILE).is_file() else []
+        for candidate in direct + [f for f in self.skill_folders() if f.name == name]:
+            if not _inside(candidate.resolve(), self.root.resolve()):
+                raise SkillError(
+                    f"skill {name!r} is a symlink out of the skills folder", reason="invalid"
+                )
+            return candidate
         return None
-
-    def _category_dirs(self, name: str) -> list[Path]:
-        if not self.root.is_dir():
-            return []
-        return [
-            d / name
-            for d in sorted(self.root.iterdir())
-            if d.is_dir() and not d.name.startswith(".")
-        ]
 
     def _folder(self, name: str) -> Path:
         folder = self._find(name)
@@ -343,7 +343,9 @@ class SkillStore:
         return folder
 
     def _category(self, folder: Path) -> str | None:
-        return None if folder.parent == self.root else folder.parent.name
+        """Hermes's category: the first folder under the root, for a skill inside one."""
+        parts = folder.relative_to(self.root).parts
+        return parts[0] if len(parts) > 1 else None
 
     def _files(self, folder: Path) -> list[str]:
         out = []
@@ -408,6 +410,19 @@ class SkillStore:
             yield
         finally:
             os.close(fd)
+
+
+def _skill_folders(folder: Path, depth: int) -> Iterator[Path]:
+    if depth > MAX_DEPTH:
+        return
+    is_skill = depth > 0 and (folder / SKILL_FILE).is_file()
+    if is_skill:
+        yield folder
+    for sub in sorted(folder.iterdir()):
+        if sub.name.startswith(".") or (is_skill and sub.name in SUPPORT_DIRS):
+            continue
+        if sub.is_dir():
+            yield from _skill_folders(sub, depth + 1)
 
 
 def _inside(path: Path, folder: Path) -> bool:
