@@ -76,6 +76,8 @@ def test_replace_shows_the_whole_entry_it_replaced(run):
         "       after the tests pass\n"
         "  now: deploys from release/*\n"
     )
+    same = run("replace", "release", "deploys from release/*")
+    assert same.stdout == "Already there; nothing changed (22/2,200 chars, 1 entry)\n"
     data = json.loads(run("replace", "release", "deploys from tags", "--json").stdout)
     assert (data["replaced"], data["entries"]) == ("deploys from release/*", ["deploys from tags"])
 

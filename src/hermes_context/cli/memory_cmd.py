@@ -175,7 +175,7 @@ def replace(old_text: str, text: str, target: str, hermes_home: str | None, as_j
     new = _read_text_arg(text)
     result = _store(hermes_home).replace(target, old_text, new, origin="user")
     _finish(result, as_json, f"Entry replaced in {_FILENAMES[target]}")
-    if not as_json:
+    if not as_json and "replaced" in result:
         click.echo(_indented("now", new.replace("\r\n", "\n").strip()))
 
 
