@@ -46,10 +46,8 @@ def test_every_entry_we_accept_is_read_back_whole_by_hermes(tmp_path_factory, te
     "entry",
     [
         "Legal text cites § 4 of the contract",
-        "§ 4 of the contract applies",
-        "The contract's last clause is §",
-        "clauses:\n§ 4 and § 5\nboth apply",
-        "see\n§4",
+        "clauses 4 and 5 (see § 4 and § 5)\nboth apply",
+        "Der Vertrag verweist auf §§ 823 und 826 BGB.",
     ],
 )
 def test_a_sign_that_is_not_a_line_of_its_own_is_kept_whole(tmp_path, entry):
@@ -363,3 +361,25 @@ def test_two_different_texts_under_two_names_are_refused(tmp_path):
     ops = [{"action": "add", "content": "c", "new_content": "d"}]
     out = _tool(store, target="memory", operations=ops)
     assert out["reason"] == "invalid" and out["error"].startswith("operations[0]: 'content' and")
+
+
+@pytest.mark.parametrize(
+    "entry, line",
+    [
+        ("§ 4 of the contract applies", 1),
+        ("The contract's last clause is §", 1),
+        ("clauses:\n§ 4 and § 5\nboth apply", 2),
+        ("see\n§4", 2),
+    ],
+)
+def test_a_sign_at_a_line_edge_is_refused_with_why_and_how(tmp_path, entry, line):
+    store = MemoryStore(tmp_path)
+    result = store.add("memory", entry)
+    assert result["success"] is False and result["reason"] == "invalid"
+    assert result["error"].startswith(
+        f"'content' has a line that starts or ends with '§' (line {line})."
+    )
+    assert "write 'section' instead, then retry." in result["error"]
+    assert not (tmp_path / "MEMORY.md").exists() or "§ 4 of" not in (
+        tmp_path / "MEMORY.md"
+    ).read_text(encoding="utf-8")

@@ -76,6 +76,23 @@ def separator_line(text: str) -> int | None:
     return None
 
 
+def edge_sign_line(text: str) -> int | None:
+    """The number (from 1) of the first line of ``text`` that starts or ends with ``§``.
+
+    Such a line is one edit (a trimmed word, a joined line) away from the
+    separator, and Hermes Agent's first memory tool split at every sign; a
+    sign inside a line ("cites § 4 of") is safe for every later release.
+    """
+    if _SECTION_SIGN not in text:
+        return None
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    for number, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if stripped.startswith(_SECTION_SIGN) or stripped.endswith(_SECTION_SIGN):
+            return number
+    return None
+
+
 def parse_entries(text: str) -> list[str]:
     """Split file text into entries, stripping each and dropping empty ones."""
     return [part.strip() for part in text.split(ENTRY_DELIMITER) if part.strip()]
@@ -128,6 +145,16 @@ def clean_content(content: object, *, field: str = "content") -> str:
             "that line separates entries, for this tool and for Hermes Agent: the note would be "
             "read back as two entries, and the next write would keep them apart. Keep the sign "
             "inside a sentence ('see § 4') or write 'section' instead, then retry.",
+            reason="invalid",
+        )
+    line = edge_sign_line(text)
+    if line is not None:
+        raise EntryError(
+            f"'{field}' has a line that starts or ends with '§' (line {line}). In MEMORY.md and "
+            "USER.md a line holding only that sign separates entries, and early Hermes Agent "
+            "releases split at any sign at a line's edge: the note could be read back as two "
+            "entries. Keep the sign inside a sentence ('see § 4') or write 'section' instead, "
+            "then retry.",
             reason="invalid",
         )
     ids = structure_ids(text)
