@@ -38,6 +38,7 @@ import functools
 import os
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import semantic as _semantic
@@ -441,7 +442,10 @@ _REMOTE_RISK = r"(?:\bat\s+(?:the\s+)?(?:session\s+)?start(?:up)?\b|\bon\s+start
 # A public SSH key, whole or elided (``ssh-rsa AAAAB3...``).
 _PUBKEY = r"ssh-(?:rsa|ed25519|dss|ecdsa\S*)\s+(?:AAAA\S*|\S{20,})"
 _HERMES_HOME = r"(?:~/\.hermes(?:-context)?\b|\$\{?HERMES_HOME\}?|/\.hermes(?:-context)?/)"
-_WRITE_VERB = r"(?:>>?|\btee\b|\bsed\s+-i\b|\brm\s+-r?f?\b|\bchmod\b|\bmv\b|\bcp\b|\btruncate\b|\bwrite\b|\bedit\b|\bmodify\b|\boverwrite\b|\bdelete\b|\bappend\b|\breplace\b)"
+# A shell writing a file, and the words that ask for a write.
+SHELL_WRITE = r"(?:>>?|\btee\b|\bsed\s+-i\b|\brm\s+-r?f?\b|\bchmod\b|\bmv\b|\bcp\b|\btruncate\b)"
+_WRITE_WORD = r"(?:\bwrite\b|\bedit\b|\bmodify\b|\boverwrite\b|\bdelete\b|\bappend\b|\breplace\b)"
+_WRITE_VERB = rf"(?:{SHELL_WRITE}|{_WRITE_WORD})"
 
 INJECTION_RULES = _rules(
     (
@@ -698,6 +702,15 @@ _URL_OR_MAIL = rf"(?:https?://\S+|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.{_TLD}\b|\bweb
 # Placeholders a note asks the model to fill in with real values (``<GITHUB_TOKEN>``, ``{token}``).
 _PLACEHOLDER = r"(?-i:<[A-Za-z_ ]{2,40}>|\{\{?[A-Za-z_ .]{2,40}\}?\}|\$\{?[A-Z][A-Z0-9_]{2,}\}?|\b[A-Z][A-Z0-9]*_[A-Z][A-Z0-9_]{2,}\b)"
 
+# Places whose contents run at login, boot, on a schedule or on every commit (the user's
+# crontab apart: a skill may name it as a means), and the verbs that put something there
+# (shared with the skill scope, ``skill_threats``).
+STARTUP_PLACE = r"(?:~?/?\.(?:bashrc|zshrc|profile|bash_profile)\b|PROMPT_COMMAND|/etc/rc\.local|\.config/autostart|LaunchAgents|/etc/cron|/etc/systemd|schtasks|CurrentVersion\\\\Run|/etc/sudoers|NOPASSWD|core\.hooksPath|\.git/hooks|\"postinstall\")"
+STARTUP_TARGET = rf"(?:{STARTUP_PLACE}|crontab\b)"
+PLANT_VERB = (
+    rf"(?:{_WRITE_VERB}|\b(?:add|append|insert|put|create|install|register|set|change|edit)\b)"
+)
+
 GENERIC_RULES = _rules(
     (
         "exfil.secret_to_destination",
@@ -731,7 +744,7 @@ GENERIC_RULES = _rules(
     ),
     (
         "persistence.shell_startup",
-        rf"(?:{_WRITE_VERB}|\b(?:add|append|insert|put|create|install|register|set|change|edit)\b)[^\n]{{0,120}}?(?:~?/?\.(?:bashrc|zshrc|profile|bash_profile)\b|PROMPT_COMMAND|/etc/rc\.local|\.config/autostart|LaunchAgents|/etc/cron|crontab\b|/etc/systemd|schtasks|CurrentVersion\\\\Run|/etc/sudoers|NOPASSWD|core\.hooksPath|\.git/hooks|\"postinstall\")",
+        rf"{PLANT_VERB}[^\n]{{0,120}}?{STARTUP_TARGET}",
         "plants something that runs at login, boot, on a schedule or on every commit",
     ),
     (
@@ -807,6 +820,8 @@ _SCOPE_RULES = {
     + MULTILINGUAL_RULES,
 }
 ALL_RULES = _SCOPE_RULES["strict"]
+# Reported by the skill scope only (``skill_threats``), which judges requests by their host.
+CREDENTIAL_ELSEWHERE_ID = "exfil.credential_to_other_host"
 UNICODE_PATTERN_IDS = {
     "semantic.malicious": "the semantic classifier scores it as an attack",
     "unicode.invisible": "invisible characters (zero-width, word joiner, BOM)",
@@ -814,6 +829,9 @@ UNICODE_PATTERN_IDS = {
     "unicode.tag_chars": "Unicode tag characters (hidden ASCII)",
 }
 _DESCRIPTIONS = {p.id: p.description for p in ALL_RULES} | UNICODE_PATTERN_IDS
+_DESCRIPTIONS[CREDENTIAL_ELSEWHERE_ID] = (
+    "a request carrying a credential to a host it does not belong to"
+)
 
 
 def _describe_split(pattern_id: str) -> str:
@@ -862,29 +880,62 @@ def scan_many(
 def _rule_findings(
     text: str, text_views: list[str], scope: str, *, prefilter: bool = True
 ) -> list[str]:
-    found = _unicode_findings(unicodedata.normalize("NFKC", text))
+    found = unicode_findings(text)
+    run_rules(_SCOPE_RULES[scope], text_views, found, prefilter=prefilter)
+    return found
+
+
+# Whether one match of a rule counts (the skill scope judges some matches by their context).
+MatchFilter = Callable[[ThreatPattern, str, "re.Match[str]"], bool]
+
+
+def run_rules(
+    rules: tuple[ThreatPattern, ...],
+    text_views: list[str],
+    found: list[str],
+    *,
+    prefilter: bool = True,
+    counts: MatchFilter | None = None,
+) -> None:
+    """Append to ``found`` the id of each rule that matches one of ``text_views``.
+
+    Args:
+        rules: The rules to run, in order.
+        text_views: The views of one text (``deobfuscate.views``).
+        found: Ids found so far; a rule already there is not run again.
+        prefilter: Run a rule only when one of its keywords is in the view.
+        counts: Judges each match; a rule is found when one match counts.
+    """
     for view in text_views:
         lower = view.lower()
         mentions = _MENTION_CUE_RE.search(view) is not None
-        for rule in _SCOPE_RULES[scope]:
+        for rule in rules:
             if rule.id in found or (prefilter and not any(k in lower for k in rule.keywords)):
                 continue
             if rule.id.endswith("multilingual") and _family_found(found, rule.family):
                 continue  # an English rule of the family already said it
-            if rule_matches(rule, view, mentions):
+            if rule_matches(rule, view, mentions, counts=counts):
                 found.append(rule.id)
-    return found
 
 
 def _family_found(found: list[str], family: str) -> bool:
     return any(pid.split(".", 1)[0] == family for pid in found)
 
 
-def rule_matches(rule: ThreatPattern, view: str, mentions: bool | None = None) -> bool:
+def rule_matches(
+    rule: ThreatPattern,
+    view: str,
+    mentions: bool | None = None,
+    *,
+    counts: MatchFilter | None = None,
+) -> bool:
     """Whether ``rule`` matches ``view`` other than as a quoted mention in a note about attacks."""
     if mentions is None:
         mentions = _MENTION_CUE_RE.search(view) is not None
-    return any(not (mentions and _quoted(view, m)) for m in rule.regex.finditer(view))
+    return any(
+        not (mentions and _quoted(view, m)) and (counts is None or counts(rule, view, m))
+        for m in rule.regex.finditer(view)
+    )
 
 
 # A note that talks about attacks ("examples like 'ignore previous instructions'") quotes
@@ -972,7 +1023,9 @@ def threat_message(pattern_ids: list[str]) -> str:
     return ", ".join(f"{pid} ({describe(pid)})" for pid in pattern_ids)
 
 
-def _unicode_findings(text: str) -> list[str]:
+def unicode_findings(text: str) -> list[str]:
+    """Ids of the invisible, bidirectional and tag characters hidden in ``text`` (NFKC first)."""
+    text = unicodedata.normalize("NFKC", text)
     if text.isascii():
         return []
     found = []
