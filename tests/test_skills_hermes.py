@@ -3,6 +3,8 @@
 A Hermes user's ``~/.hermes/skills`` holds these as Hermes lays them out:
 ``category/name/SKILL.md``, and deeper (``mlops/inference/llama-cpp``). None
 may be refused: they are listed, shown and validated like skills of our own.
+The threat scanner judges them in its skill scope (``memory.skill_threats``);
+the strict rules, written for memory notes, refused eight of the first 34.
 """
 
 from __future__ import annotations
@@ -19,19 +21,6 @@ from hermes_context.skills import parse_skill
 
 CORPUS = Path(__file__).parent / "data" / "hermes_skills"
 SKILL_FILES = sorted(CORPUS.rglob("SKILL.md"))
-# Bundled skills the threat scanner's rules refuse today, with the pattern ids: false
-# positives on Hermes's own prose (issue 20). A fixed rule makes its test pass, and the
-# strict xfail then fails until the skill is taken off this table.
-RULE_REFUSALS = {
-    "github-auth": "exfil.secret_to_destination, exfil.url_placeholder",
-    "github-issues": "exfil.secret_to_destination, exfil.url_placeholder",
-    "github-pr-workflow": "exfil.secret_to_destination, exfil.url_placeholder",
-    "gif-search": "exfil.net_tool_secret, exfil.secret_to_destination",
-    "llama-cpp": "exfil.url_placeholder",
-    "notion": "exfil.secret_to_destination",
-    "teams-meeting-pipeline": "persistence.shell_startup",
-    "xurl": "exfil.dump_to_chat",
-}
 
 
 def _invoke(*args: str):
@@ -42,15 +31,6 @@ def _hermes_category(skill_file: Path) -> str | None:
     """Hermes's rule: the first folder under skills/ when the skill sits in one."""
     parts = skill_file.relative_to(CORPUS).parts
     return parts[0] if len(parts) >= 3 else None
-
-
-def _param(skill_file: Path):
-    name = skill_file.parent.name
-    rel = skill_file.relative_to(CORPUS).parent.as_posix()
-    if name in RULE_REFUSALS:
-        reason = f"the rules refuse Hermes's bundled {name}: {RULE_REFUSALS[name]}"
-        return pytest.param(skill_file, id=rel, marks=pytest.mark.xfail(strict=True, reason=reason))
-    return pytest.param(skill_file, id=rel)
 
 
 @pytest.fixture
@@ -70,7 +50,9 @@ def test_the_corpus_is_what_its_readme_says():
     assert len(set(names)) == len(names)  # skills are found by name
 
 
-@pytest.mark.parametrize("skill_file", [_param(p) for p in SKILL_FILES])
+@pytest.mark.parametrize(
+    "skill_file", SKILL_FILES, ids=lambda p: p.relative_to(CORPUS).parent.as_posix()
+)
 def test_validate_accepts_every_bundled_skill(skill_file):
     result = _invoke("skills", "validate", str(skill_file))
     assert (result.exit_code, result.stdout) == (0, f"{skill_file}: ok\n1 checked, 0 invalid\n")
@@ -80,8 +62,7 @@ def test_validate_of_a_hermes_home_checks_every_skill_however_deep(home):
     report = json.loads(_invoke("skills", "validate", "--home", str(home), "--json").stdout)
     checked = sorted(Path(r["path"]).relative_to(home / "skills") for r in report["results"])
     assert checked == [p.relative_to(CORPUS) for p in SKILL_FILES]
-    refused = {Path(r["path"]).parent.name for r in report["results"] if r["problems"]}
-    assert refused <= set(RULE_REFUSALS)
+    assert [r for r in report["results"] if r["problems"]] == []
 
 
 def test_list_shows_every_bundled_skill_in_its_hermes_category(home):
@@ -139,3 +120,13 @@ def test_skills_are_found_as_hermes_finds_them(tmp_path):
     ]
     assert store.view("vllm")["category"] == "mlops"
     assert store.view("model-selection")["body"] == "Do model-selection."
+
+
+def test_the_agent_can_save_every_bundled_skill_through_the_store(tmp_path):
+    """skill_manage's path: every write is threat-scanned, in the skill scope."""
+    from hermes_context.skills import SkillStore
+
+    store = SkillStore(tmp_path / "skills")
+    for path in SKILL_FILES:
+        store.create(path.parent.name, path.read_text(encoding="utf-8"))
+    assert len(store.list_skills()) == len(SKILL_FILES)

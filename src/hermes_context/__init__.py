@@ -29,6 +29,7 @@ from .memory import (
     MemoryStore,
     memory_tool,
     scan_for_threats,
+    scan_skill_for_threats,
 )
 from .messages import strip_think_blocks, to_wire, validate_messages
 from .references import expand_references
@@ -41,8 +42,9 @@ __version__ = "0.1.0"
 # ContextCompressor.from_config builds its LLM summariser with this factory, the
 # same hook a plugin would use; compression itself never imports llm.
 register_summarizer_factory(build_summarizer)
-# Skills are injected text like memory entries: the memory threat scanner checks their writes.
-register_text_scanner(scan_for_threats)
+# Skills are injected text like memory entries: the threat scanner checks their writes, in
+# its skill scope (prose under the strict rules, commands judged by what they do).
+register_text_scanner(scan_skill_for_threats)
 
 __all__ = [
     "AIAgent",
@@ -71,6 +73,7 @@ __all__ = [
     "load_config",
     "memory_tool",
     "scan_for_threats",
+    "scan_skill_for_threats",
     "strip_think_blocks",
     "summarize_tool_result",
     "to_wire",

@@ -5,6 +5,7 @@ from .entries import ENTRY_DELIMITER
 from .journal import content_hash
 from .manager import MemoryManager, wrap_recall
 from .provider import MemoryProvider
+from .skill_threats import scan_skill_for_threats
 from .store import MEMORY_BLOCK_HEADERS, MemoryStore
 from .text_rules import visible
 from .threats import scan_for_threats
@@ -22,6 +23,7 @@ __all__ = [
     "content_hash",
     "memory_tool",
     "scan_for_threats",
+    "scan_skill_for_threats",
     "visible",
     "wrap_recall",
 ]

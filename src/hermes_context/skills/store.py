@@ -10,8 +10,9 @@ at once.
 Threat: a skill is injected text like a memory entry — its description sits
 in every system prompt (the index) and its body is followed as instructions.
 Every write through the store is scanned with the text scanner registered by
-``register_text_scanner`` (``import hermes_context`` registers the memory
-threat scanner); a match refuses the write with ``SecurityError``. Paths
+``register_text_scanner`` (``import hermes_context`` registers the threat
+scanner's skill scope, ``memory.skill_threats``: prose under the strict rules,
+commands judged by what they do); a match refuses the write with ``SecurityError``. Paths
 never leave the skill's folder: names are checked, ``..`` and absolute paths
 are refused, and symlinks are not followed out of the library.
 """
