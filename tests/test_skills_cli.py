@@ -58,3 +58,14 @@ def test_validate_reports_each_problem(hermes_home, tmp_path):
     single.write_text(skill_md("tmp-skill"), encoding="utf-8")
     alone = invoke("skills", "validate", str(single), "--json")
     assert json.loads(alone.stdout)["invalid"] == 1  # its folder is not named tmp-skill
+
+
+def test_a_description_over_several_lines_prints_on_one(hermes_home):
+    """Hermes writes some descriptions as a YAML block (computer-use, web-pentest)."""
+    store = SkillStore(hermes_home / "skills")
+    store.create("pane", skill_md("pane", "|\n  Drive the desktop,\n  without stealing focus."))
+    assert invoke("skills", "list").stdout == "pane  Drive the desktop, without stealing focus.\n"
+    shown = invoke("skills", "show", "pane").stdout
+    assert shown.startswith("pane: Drive the desktop, without stealing focus.\n")
+    data = json.loads(invoke("skills", "show", "pane", "--json").stdout)
+    assert data["description"] == "Drive the desktop,\nwithout stealing focus."

@@ -51,9 +51,14 @@ def list_(hermes_home: str | None, as_json: bool) -> None:
         click.echo(f"no skills in {store.root}")
     for info in found:
         where = f"{info.category}/" if info.category else ""
-        click.echo(f"{where}{info.name}  {visible(info.description)}")
+        click.echo(f"{where}{info.name}  {visible(_one_line(info.description))}")
     for path, error in store.problems():
         click.echo(f"warning: {path}: {visible(error)}", err=True)
+
+
+def _one_line(description: str) -> str:
+    """A description as one line: Hermes writes some over several (a YAML block)."""
+    return " ".join(description.split())
 
 
 @skills.command("show")
@@ -77,7 +82,7 @@ def show(name: str, file_path: str | None, hermes_home: str | None, as_json: boo
     elif file_path:
         click.echo(visible(data["content"]).replace("\\n", "\n"))
     else:
-        click.echo(f"{data['name']}: {visible(data['description'])}")
+        click.echo(f"{data['name']}: {visible(_one_line(data['description']))}")
         for f in data["files"]:
             click.echo(f"  {f}")
         click.echo()
