@@ -16,13 +16,14 @@ So a document is split where a reader sees it split, and each part is judged
 for what it does:
 
 - Prose (the description and everything outside fenced code blocks) is what
-  the skill tells the model: the strict rules, except that a secret and an
-  address count together only on one line (a step, a table row), not in a
-  window across steps; a URL placeholder counts when it stands for private
-  data (``<token>``, ``{conversation}``), not for a name (``<repo>``,
-  ``$OWNER``); a startup place counts where something is written *to* it
-  ("append this to ~/.bashrc"), not where it is named as a means ("renew it
-  from a systemd timer or crontab").
+  the skill tells the model: the strict rules, except that a secret file
+  beside an address does not count when the file is only where a key is kept
+  ("Store in ~/.hermes/.env" after "Create a key at https://..."); a URL
+  placeholder counts when it stands for private data (``<token>``,
+  ``{conversation}``), not for a name (``<repo>``, ``$OWNER``); the user's
+  crontab counts where something is written *to* it ("add this to the user's
+  crontab"), not where it is named as a means ("renew it from a systemd timer
+  or plain crontab"). Other startup places are judged as in memory.
 - Fenced code is what the agent runs: every strict rule but the two that
   judge co-occurrence in notes. A placeholder URL in an example is not a
   destination; a secret file and an address count together only in one
