@@ -273,13 +273,18 @@ PROSE_RULES = _replace({_SHELL_STARTUP: _WRITTEN_TO_STARTUP})
 CODE_RULES = _replace({_SECRET_TO_DESTINATION: _SECRET_BESIDE_ADDRESS, _URL_PLACEHOLDER: None})
 
 
-def scan_skill_for_threats(text: str, *, semantic: bool | None = None) -> list[str]:
+def scan_skill_for_threats(text: str, *, semantic: bool = False) -> list[str]:
     """Return the ids of the threat patterns a skill document matches, ``[]`` when clean.
+
+    Rules only by default: the semantic layer's classifier is trained on memory
+    notes, and on whole skill documents it flagged 38 of Hermes Agent's 177
+    bundled skills (``docs/skills.md``), so a skill is not judged by it until it
+    has been trained on skill text.
 
     Args:
         text: A SKILL.md's description and body (or a supporting Markdown file).
-        semantic: Use the semantic layer on the whole text when no rule matched:
-            None = when installed (``HERMES_SEMANTIC_SCAN``), False = rules only.
+        semantic: Also ask the semantic layer about the whole text when no rule
+            matched (when installed; True with ``HERMES_SEMANTIC_SCAN=on``).
     """
     prose, blocks = split_skill_text(text)
     found = unicode_findings(text)
