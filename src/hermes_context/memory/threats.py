@@ -19,8 +19,10 @@ Defence in depth, each layer for what the one before misses:
 2. Rules: regular expressions in families (``RULE_KEYWORDS`` gates each on
    cheap substrings), including rule families in Chinese, Spanish, German,
    French, Japanese, Russian, Portuguese and Italian.
-3. Neighbours (``scan_entries``): each pair of adjacent entries is scanned
-   joined, so an instruction split across two entries is still seen.
+3. Pairs (``scan_entries``): neighbouring entries, and entries that share a
+   term one of them defines (``pairs``), are scanned joined, so an
+   instruction split across two entries is still seen, with ordinary notes
+   between its halves too.
 4. Semantic (optional extra): a multilingual sentence embedding plus character
    n-grams scored by a linear classifier (``semantic``), for paraphrases no
    rule has. ``HERMES_SEMANTIC_SCAN`` = ``auto`` (default: when installed),
@@ -42,6 +44,7 @@ from dataclasses import dataclass
 
 from . import semantic as _semantic
 from .deobfuscate import views
+from .pairs import judged_pairs
 
 SCOPES = ("strict", "context")
 # "off" turns the semantic layer off, "on" requires it, "auto" (default) uses it when installed.
@@ -939,19 +942,23 @@ def _semantic_installed() -> bool:
 def scan_entries(
     entries: list[str], *, scope: str = "strict", semantic: bool | None = None
 ) -> list[list[str]]:
-    """Scan each entry, and each pair of neighbours together (an attack split in two).
+    """Scan each entry, and pairs of entries together (an attack split in two).
 
-    An entry gets the findings of its own text, plus ``split.<id>`` for a
-    finding of the pair that neither entry has alone.
+    The model reads the whole file at once, so the halves of a split attack
+    need not be neighbours: besides neighbours, entries that share a term one
+    of them defines are read together (``pairs.judged_pairs``). An entry gets
+    the findings of its own text, plus ``split.<id>`` for a finding of a pair
+    that neither entry has alone.
     """
-    pairs = [f"{entries[i]}\n{entries[i + 1]}" for i in range(len(entries) - 1)]
-    results = scan_many([*entries, *pairs], scope=scope, semantic=semantic)
-    alone, joined = results[: len(entries)], results[len(entries) :]
+    pairs = judged_pairs([normalise(e) for e in entries])
+    joined = [f"{entries[i]}\n{entries[j]}" for i, j in pairs]
+    results = scan_many([*entries, *joined], scope=scope, semantic=semantic)
+    alone, found = results[: len(entries)], results[len(entries) :]
     out = [list(ids) for ids in alone]
-    for i, ids in enumerate(joined):
-        new = [f"split.{pid}" for pid in ids if pid not in alone[i] and pid not in alone[i + 1]]
-        for j in (i, i + 1):
-            out[j] += [pid for pid in new if pid not in out[j]]
+    for (i, j), ids in zip(pairs, found, strict=True):
+        new = [f"split.{pid}" for pid in ids if pid not in alone[i] and pid not in alone[j]]
+        for k in (i, j):
+            out[k] += [pid for pid in new if pid not in out[k]]
     return out
 
 
