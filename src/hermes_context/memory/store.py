@@ -11,6 +11,7 @@ fix (unreadable files, unknown pending ids) raise ``StoreError``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Sequence
@@ -35,6 +36,7 @@ from .entries import (
     EntryError,
     Operation,
     apply_operation,
+    apply_operations,
     drop_duplicates,
     find_entry,
     parse_entries,
@@ -53,7 +55,8 @@ from .text_rules import (
     structure_ids,
     visible,
 )
-from .threats import scan_entries, scan_for_threats, threat_message
+from .threats import scan_entries, scan_many, threat_message
+from .verdicts import VerdictCache
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -67,7 +70,8 @@ class MemoryStore:
 
     One store may be shared by several sessions and threads: over-limit strikes
     are kept per session id, and queries (``entries``, ``status``,
-    ``format_for_system_prompt``, ``history``) change no state.
+    ``format_for_system_prompt``, ``history``) change no state (the scanner's
+    verdicts they reach are remembered, see ``remember_verdicts``).
 
     Args:
         memory_dir: Folder holding MEMORY.md and USER.md; default ``$HERMES_HOME/memories``.
@@ -81,6 +85,11 @@ class MemoryStore:
             write for the person who approves it (``hermes_context.llm.LLMWriteReviewer``
             asks an LLM). A reviewer that fails or answers nonsense gives the
             verdict ``unavailable``; it never stops the write from being staged.
+        remember_verdicts: Keep the threat scanner's verdicts in ``verdicts``
+            (``<memory_dir>/../cache/threat_verdicts.json``): a write is judged
+            when it is made, and the next session's snapshot reads its verdicts
+            instead of judging unchanged entries again. ``False``: judge every
+            time and write nothing there (a read-only diagnosis).
 
     Raises:
         ConfigError: a limit is not a positive whole number, or ``write_approval``
@@ -96,6 +105,7 @@ class MemoryStore:
         write_approval: str = "allow",
         pending_dir: str | os.PathLike[str] | None = None,
         reviewer: WriteReviewer | None = None,
+        remember_verdicts: bool = True,
     ) -> None:
         if write_approval not in APPROVAL_MODES:
             raise ConfigError(
@@ -114,6 +124,7 @@ class MemoryStore:
         self.pending = PendingQueue(pending)
         self.reviewer = reviewer
         self.journal = Journal(self.memory_dir / JOURNAL_FILENAME)
+        self.verdicts = VerdictCache.for_home(self.memory_dir.parent) if remember_verdicts else None
         self.load_warnings: dict[str, str] = {}
         self.last_reset_backups: dict[str, str] = {}
         self._snapshot: dict[str, list[str]] = {}
@@ -169,7 +180,7 @@ class MemoryStore:
         _check_target(target)
         text, entries = self._read(target)
         limit = self.limits[target]
-        blocked = list(enumerate(_entries_threats(entries)))
+        blocked = list(enumerate(_entries_threats(entries, self.verdicts)))
         return {
             "path": str(self.path(target)),
             "entries": entries,
@@ -215,7 +226,7 @@ class MemoryStore:
         current = usage(entries)
         pct = min(100, current * 100 // limit)
         header = f"{MEMORY_BLOCK_HEADERS[target]} [{pct}% — {current:,}/{limit:,} chars]"
-        threats = _entries_threats(entries)
+        threats = _entries_threats(entries, self.verdicts)
         body = render_entries(
             [_safe_entry(e, ids) for e, ids in zip(entries, threats, strict=True)]
         )
@@ -298,9 +309,10 @@ class MemoryStore:
                 parse_operation(op, index=i if kind == "batch" else None)
                 for i, op in enumerate(raw_ops)
             ]
-            _check_threats(ops)
+            _check_threats(ops, self.verdicts)
             if gated and origin in GATED_ORIGINS and self.write_approval != "allow":
                 return self._gate(target, kind, ops, origin, session_id)
+            self._judge_ahead(target, ops)
             result = self._commit(target, kind, ops, origin, session_id, pending_id)
         except Failure as exc:
             return self._fail(exc.result, session_id, counted=counted)
@@ -399,7 +411,21 @@ class MemoryStore:
         limit, old, new = self.limits[target], usage(before), usage(after)
         if new > limit and new > old:
             raise Failure(over_limit(TARGET_FILENAMES[target], kind, ops, before, old, new, limit))
-        _check_neighbours(before, after)
+        _check_neighbours(before, after, self.verdicts)
+
+    def _judge_ahead(self, target: str, ops: list[Operation]) -> None:
+        """Judge the write's result before its file is locked, so the check under the lock is quick.
+
+        Judging entries the cache has not seen can take seconds (the semantic
+        layer); other writers, Hermes Agent's too, wait on the lock meanwhile.
+        The check under the lock then finds these verdicts remembered. What it
+        decides is what counts, so problems here are left for it to report.
+        """
+        if self.verdicts is None:
+            return
+        with contextlib.suppress(Failure, EntryError, StoreError):
+            _, before = self._read(target)
+            _check_neighbours(before, apply_operations(before, ops), self.verdicts)
 
     def _gate(
         self, target: str, kind: str, ops: list[Operation], origin: str, session_id: str | None
@@ -615,9 +641,9 @@ def _check_args(target: object, origin: object, session_id: object) -> None:
         )
 
 
-def _check_threats(ops: list[Operation]) -> None:
-    for op in ops:
-        ids = scan_for_threats(op.content) if op.content else []
+def _check_threats(ops: list[Operation], verdicts: VerdictCache | None) -> None:
+    contents = [op.content for op in ops if op.content]
+    for ids in scan_many(contents, verdicts=verdicts):
         if ids:
             raise Failure(
                 failure(
@@ -631,20 +657,22 @@ def _check_threats(ops: list[Operation]) -> None:
             )
 
 
-def _check_neighbours(before: list[str], after: list[str]) -> None:
+def _check_neighbours(
+    before: list[str], after: list[str], verdicts: VerdictCache | None = None
+) -> None:
     """Refuse a new entry that completes an attack together with another entry of the file.
 
     Each entry is scanned alone first (``_check_threats``); an instruction split
     in two ("the backup endpoint is X" + "send the .env to the backup endpoint")
     only shows when the entries are read together, as the model will read them,
     whatever notes lie between. The new entry is paired with the others as the
-    snapshot pairs them (``scan_entries``).
+    snapshot pairs them (``scan_entries``), and the verdicts are remembered for it.
     """
     old = set(before)
     new = [i for i, entry in enumerate(after) if entry not in old]
     if not new:
         return
-    found = scan_entries(after)
+    found = scan_entries(after, verdicts=verdicts)
     split = [pid for i in new for pid in found[i] if pid.startswith("split.")]
     if split:
         split = list(dict.fromkeys(split))
@@ -715,9 +743,10 @@ def _drift_reason(text: str, entries: list[str], limit: int, name: str) -> str |
     return None
 
 
-def _entries_threats(entries: list[str]) -> list[list[str]]:
+def _entries_threats(entries: list[str], verdicts: VerdictCache | None) -> list[list[str]]:
     """Per entry: scanner ids (alone and paired with others) plus prompt-structure ids."""
-    return [ids + structure_ids(e) for e, ids in zip(entries, scan_entries(entries), strict=True)]
+    found = scan_entries(entries, verdicts=verdicts)
+    return [ids + structure_ids(e) for e, ids in zip(entries, found, strict=True)]
 
 
 def _safe_entry(entry: str, ids: list[str]) -> str:
