@@ -135,7 +135,9 @@ def skeleton(text: str) -> str:
     by ASCII, and accents dropped from Latin letters (``ìgnóre`` reads ``ignore``)."""
     if text.isascii():
         return text
-    text = text.translate(_skeleton_table())
+    # The table maps look-alike letters only; without one, building it (~50 ms once) is waste.
+    if any(not ch.isascii() and _lookalike_script(ch) for ch in text):
+        text = text.translate(_skeleton_table())
     if text.isascii():
         return text
     return "".join(_plain_latin(ch) for ch in text)
