@@ -226,11 +226,19 @@ class MemoryStore:
         current = usage(entries)
         pct = min(100, current * 100 // limit)
         header = f"{MEMORY_BLOCK_HEADERS[target]} [{pct}% — {current:,}/{limit:,} chars]"
-        threats = _entries_threats(entries, self.verdicts)
-        body = render_entries(
-            [_safe_entry(e, ids) for e, ids in zip(entries, threats, strict=True)]
-        )
+        body = render_entries(self.withheld(entries))
         return f"{BLOCK_SEPARATOR}\n{header}\n{BLOCK_SEPARATOR}\n{body}"
+
+    def withheld(self, entries: Sequence[str]) -> list[str]:
+        """``entries`` (a file's, in order) as the system prompt shows them.
+
+        An entry the scanner flags, alone or with another entry of the list, is
+        replaced by a ``[BLOCKED: ...]`` marker. Text handed back to the model
+        (the memory tool's results) goes through this too, so an entry the
+        prompt withholds does not reach the model another way.
+        """
+        found = _entries_threats(list(entries), self.verdicts)
+        return [_safe_entry(e, ids) for e, ids in zip(entries, found, strict=True)]
 
     # -- writes ------------------------------------------------------------
 
