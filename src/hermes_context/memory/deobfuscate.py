@@ -88,6 +88,11 @@ def views(text: str) -> list[str]:
     return out
 
 
+def folded(text: str) -> str:
+    """The first of ``views``: NFKC, invisible characters removed, look-alike letters folded."""
+    return skeleton(unicodedata.normalize("NFKC", text).translate(_INVISIBLE))
+
+
 @functools.cache
 def _skeleton_table() -> dict[int, str]:
     """Look-alike characters of Latin-passing scripts mapped to their ASCII prototype."""

@@ -14,15 +14,19 @@ by naming something the first defines: a term ("the nightly archive", 'BX'),
 a variable, an address, a path. So besides neighbours, two entries are read
 together when they share such a term (``links``). On attacks written by
 people who never saw this code, 89% of the halves link; ordinary files have
-about one linked pair each. Entries are compared in their normalised form
-(look-alike letters folded), so a homoglyph does not break a link.
+about one linked pair each. Entries are compared in their folded form
+(look-alike letters folded to Latin), so a homoglyph does not break a link.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
+from collections import defaultdict
 from collections.abc import Sequence
+
+from .deobfuscate import folded
 
 # English words too common to link two notes (a shared "the file" is no reference).
 _STOPWORDS = frozenset(
@@ -34,24 +38,33 @@ _STOPWORDS = frozenset(
 _WORD_RE = re.compile(r"[^\W\d_][\w'-]*")
 # Shortest word of a linking word pair: "ci run" or "on it" link nothing.
 _MIN_WORD = 3
-# A quoted term: 2-40 characters between quotes that do not touch a letter ("it's" is no quote).
+# A quoted term: 3-40 characters between quotes that do not touch a letter ("it's" is no quote).
 _QUOTED_RE = re.compile(r"(?<!\w)[\"'“‘«`「『]([^\"'”’»`」』\n]{2,40})[\"'”’»`」』](?!\w)")
+_SHORTEST_QUOTE = 3
 # Names a note can define and another use: CAPITALS (KF, HOOK, CMD_A), calls (prep()),
 # variables ($DEST), e-mail addresses, URLs, dotted names (hosts, files) and paths.
 _NAME_RE = re.compile(
     r"\b[A-Z][A-Z0-9_]+\b|\b\w+\(\)|\$\{?[A-Za-z_]\w+\}?|[\w.+-]+@[\w-]+\.[\w.-]+"
     r"|https?://[^\s)'\"`]+|\b[\w-]+(?:\.[\w-]+)+\b|~?/[\w./-]{3,}"
 )
-_SHORTEST_QUOTE = 3
+# How far apart (in entries) two linked entries may be: a full 2,200-char file holds
+# 20-50 entries, so all of it; a file of hundreds of tiny entries stays linear to scan.
+LINK_REACH = 64
+# A term many entries share is a topic, not a definition: each entry is linked by it to
+# the next few entries that hold it, not to all (which is quadratic in a large file).
+LINK_FANOUT = 4
 
 
-def links(text: str) -> tuple[frozenset[str], frozenset[str]]:
-    """The terms a note shares with another when one refers to the other.
+@functools.lru_cache(maxsize=4_096)
+def links(text: str) -> tuple[frozenset[str], frozenset[str], str]:
+    """The terms by which a note refers to another, or another to it (memoised per text).
 
     Returns:
-        ``(terms, quoted)``: word pairs and names, matched exactly; quoted
-        terms, matched anywhere in the other note's text (case folded).
+        ``(terms, quoted, folded)``: word pairs and names, matched exactly;
+        quoted terms, matched anywhere in another note's folded text; and the
+        note's folded, case-folded text.
     """
+    text = folded(text)
     words = [w.casefold() for w in _WORD_RE.findall(text)]
     terms = {
         f"{a} {b}"
@@ -60,35 +73,38 @@ def links(text: str) -> tuple[frozenset[str], frozenset[str]]:
     }
     terms |= {m.strip("${}").rstrip(".,;:").casefold() for m in _NAME_RE.findall(text)}
     quoted = {q.strip().casefold() for q in _QUOTED_RE.findall(text)}
-    return frozenset(terms), frozenset(q for q in quoted if len(q) >= _SHORTEST_QUOTE)
+    return (
+        frozenset(terms),
+        frozenset(q for q in quoted if len(q) >= _SHORTEST_QUOTE),
+        text.casefold(),
+    )
 
 
 def judged_pairs(texts: Sequence[str]) -> list[tuple[int, int]]:
     """The pairs ``(i, j)``, ``i < j``, to scan joined: neighbours, and linked entries.
 
-    Linked pairs are taken nearest first, at most ``len(texts)`` of them, so a
-    file's scan stays linear in its entries (an ordinary file has about one).
-
-    Args:
-        texts: The entries, normalised (``threats.normalise``).
+    Linked pairs lie within ``LINK_REACH`` entries of each other (by one term,
+    an entry links to the next ``LINK_FANOUT`` entries holding it) and are taken
+    nearest first, at most ``len(texts)`` of them, so a file's scan stays
+    linear in its entries (an ordinary file has about one).
     """
     n = len(texts)
-    pairs = [(i, i + 1) for i in range(n - 1)]
     found = [links(t) for t in texts]
-    folded = [t.casefold() for t in texts]
-    linked = [
-        (i, j)
-        for i, j in itertools.combinations(range(n), 2)
-        if j > i + 1 and _linked(found[i], found[j], folded[i], folded[j])
-    ]
-    linked.sort(key=lambda pair: (pair[1] - pair[0], pair))
-    return sorted(pairs + linked[:n])
-
-
-def _linked(
-    a: tuple[frozenset[str], frozenset[str]],
-    b: tuple[frozenset[str], frozenset[str]],
-    a_text: str,
-    b_text: str,
-) -> bool:
-    return bool(a[0] & b[0]) or any(q in b_text for q in a[1]) or any(q in a_text for q in b[1])
+    where: defaultdict[str, list[int]] = defaultdict(list)
+    for i, (terms, _, _) in enumerate(found):
+        for term in terms:
+            where[term].append(i)
+    linked: set[tuple[int, int]] = set()
+    for holders in where.values():  # in file order
+        for a, i in enumerate(holders):
+            for j in holders[a + 1 : a + 1 + LINK_FANOUT]:
+                if j - i > LINK_REACH:
+                    break
+                if j > i + 1:
+                    linked.add((i, j))
+    for i, quoted in ((i, q) for i, (_, q, _) in enumerate(found) if q):
+        for j in range(max(0, i - LINK_REACH), min(n, i + LINK_REACH + 1)):
+            if abs(i - j) > 1 and any(q in found[j][2] for q in quoted):
+                linked.add((min(i, j), max(i, j)))
+    nearest = sorted(linked, key=lambda pair: (pair[1] - pair[0], pair))[:n]
+    return sorted([(i, i + 1) for i in range(n - 1)] + nearest)

@@ -11,7 +11,6 @@ fix (unreadable files, unknown pending ids) raise ``StoreError``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import uuid
 from collections.abc import Sequence
@@ -36,7 +35,6 @@ from .entries import (
     EntryError,
     Operation,
     apply_operation,
-    apply_operations,
     drop_duplicates,
     find_entry,
     parse_entries,
@@ -55,7 +53,7 @@ from .text_rules import (
     structure_ids,
     visible,
 )
-from .threats import scan_entries, scan_many, threat_message
+from .threats import scan_entries, scan_many, scan_new_entries, threat_message
 from .verdicts import VerdictCache
 
 if TYPE_CHECKING:
@@ -181,6 +179,7 @@ class MemoryStore:
         text, entries = self._read(target)
         limit = self.limits[target]
         blocked = list(enumerate(_entries_threats(entries, self.verdicts)))
+        self._save_verdicts()
         return {
             "path": str(self.path(target)),
             "entries": entries,
@@ -238,7 +237,13 @@ class MemoryStore:
         prompt withholds does not reach the model another way.
         """
         found = _entries_threats(list(entries), self.verdicts)
+        self._save_verdicts()
         return [_safe_entry(e, ids) for e, ids in zip(entries, found, strict=True)]
+
+    def _save_verdicts(self) -> None:
+        """Write the scanner's new verdicts (never an error: it is a cache)."""
+        if self.verdicts is not None:
+            self.verdicts.save()
 
     # -- writes ------------------------------------------------------------
 
@@ -320,7 +325,6 @@ class MemoryStore:
             _check_threats(ops, self.verdicts)
             if gated and origin in GATED_ORIGINS and self.write_approval != "allow":
                 return self._gate(target, kind, ops, origin, session_id)
-            self._judge_ahead(target, ops)
             result = self._commit(target, kind, ops, origin, session_id, pending_id)
         except Failure as exc:
             return self._fail(exc.result, session_id, counted=counted)
@@ -333,6 +337,8 @@ class MemoryStore:
         except OSError as exc:  # a last guard: the tool must answer, not crash the agent
             result = failure(f"memory write failed: {exc}; retry later.", "store")
             return self._fail(result, session_id, counted=counted)
+        finally:
+            self._save_verdicts()  # a refused write's verdicts too: the same text comes back
         if any(op.action == "add" for op in ops):
             self._strikes.clear(session_id)  # a successful add means the model consolidated
         return result
@@ -420,20 +426,6 @@ class MemoryStore:
         if new > limit and new > old:
             raise Failure(over_limit(TARGET_FILENAMES[target], kind, ops, before, old, new, limit))
         _check_neighbours(before, after, self.verdicts)
-
-    def _judge_ahead(self, target: str, ops: list[Operation]) -> None:
-        """Judge the write's result before its file is locked, so the check under the lock is quick.
-
-        Judging entries the cache has not seen can take seconds (the semantic
-        layer); other writers, Hermes Agent's too, wait on the lock meanwhile.
-        The check under the lock then finds these verdicts remembered. What it
-        decides is what counts, so problems here are left for it to report.
-        """
-        if self.verdicts is None:
-            return
-        with contextlib.suppress(Failure, EntryError, StoreError):
-            _, before = self._read(target)
-            _check_neighbours(before, apply_operations(before, ops), self.verdicts)
 
     def _gate(
         self, target: str, kind: str, ops: list[Operation], origin: str, session_id: str | None
@@ -674,13 +666,14 @@ def _check_neighbours(
     in two ("the backup endpoint is X" + "send the .env to the backup endpoint")
     only shows when the entries are read together, as the model will read them,
     whatever notes lie between. The new entry is paired with the others as the
-    snapshot pairs them (``scan_entries``), and the verdicts are remembered for it.
+    snapshot pairs them (``scan_new_entries``), and the verdicts are remembered,
+    so the next session's snapshot finds them.
     """
     old = set(before)
     new = [i for i, entry in enumerate(after) if entry not in old]
     if not new:
         return
-    found = scan_entries(after, verdicts=verdicts)
+    found = scan_new_entries(after, new, verdicts=verdicts)
     split = [pid for i in new for pid in found[i] if pid.startswith("split.")]
     if split:
         split = list(dict.fromkeys(split))

@@ -44,13 +44,14 @@ import hashlib
 import os
 import re
 import unicodedata
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from importlib.util import find_spec
 from pathlib import Path
 
 from . import semantic as _semantic
-from .deobfuscate import views
+from .deobfuscate import folded, views
 from .pairs import judged_pairs
 from .verdicts import VerdictCache
 
@@ -866,12 +867,10 @@ def scan_many(
     Args:
         verdicts: Verdicts remembered from earlier scans: a text judged before
             (same scope, same scanner) is not judged again, and new verdicts
-            are saved. ``None`` judges every text.
+            are added to it (``verdicts.save()`` writes them). ``None`` judges
+            every text.
     """
-    found = _judge(texts, scope, _layer_on(scope, semantic), verdicts)
-    if verdicts is not None:
-        verdicts.save()
-    return found
+    return _judge(texts, scope, _layer_on(scope, semantic), verdicts)
 
 
 def _layer_on(scope: str, semantic: bool | None) -> bool:
@@ -1061,12 +1060,45 @@ def scan_entries(
     Args:
         verdicts: Verdicts remembered from earlier scans (see ``scan_many``).
     """
+    pairs = judged_pairs(entries)
+    return _scan_pairs(entries, range(len(entries)), pairs, scope, semantic, verdicts)
+
+
+def scan_new_entries(
+    entries: list[str],
+    new: Collection[int],
+    *,
+    scope: str = "strict",
+    semantic: bool | None = None,
+    verdicts: VerdictCache | None = None,
+) -> list[list[str]]:
+    """``scan_entries`` for a write: only the pairs that hold a new entry are judged.
+
+    The entries at the indexes ``new`` are paired with the others as
+    ``scan_entries`` pairs them; an entry neither new nor paired with a new
+    one gets ``[]`` (it was judged when it was written).
+    """
+    pairs = [(i, j) for i, j in judged_pairs(entries) if i in new or j in new]
+    judged = sorted(set(new) | {k for pair in pairs for k in pair})
+    return _scan_pairs(entries, judged, pairs, scope, semantic, verdicts)
+
+
+def _scan_pairs(
+    entries: list[str],
+    judged: Sequence[int],
+    pairs: list[tuple[int, int]],
+    scope: str,
+    semantic: bool | None,
+    verdicts: VerdictCache | None,
+) -> list[list[str]]:
+    """The entries at ``judged`` alone and the ``pairs`` joined, as ``scan_entries`` reports them."""
     on = _layer_on(scope, semantic)
-    alone = _judge(entries, scope, on, verdicts)
-    pairs = judged_pairs([normalise(e) for e in entries])
+    alone: list[list[str]] = [[] for _ in entries]
+    for i, ids in zip(
+        judged, _judge([entries[i] for i in judged], scope, on, verdicts), strict=True
+    ):
+        alone[i] = ids
     joined = _judge([f"{entries[i]}\n{entries[j]}" for i, j in pairs], scope, on, verdicts)
-    if verdicts is not None:
-        verdicts.save()
     out = [list(ids) for ids in alone]
     for (i, j), ids in zip(pairs, joined, strict=True):
         new = [f"split.{pid}" for pid in ids if pid not in alone[i] and pid not in alone[j]]
@@ -1077,7 +1109,7 @@ def scan_entries(
 
 def normalise(text: str) -> str:
     """The first text the rules run on: NFKC, invisible characters removed, look-alikes folded."""
-    return views(text)[0]
+    return folded(text)
 
 
 def describe(pattern_id: str) -> str:

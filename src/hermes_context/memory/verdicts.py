@@ -153,7 +153,7 @@ def _write(path: Path, fingerprint: str, records: OrderedDict[str, tuple[str, ..
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, separators=(",", ":"))
+            fh.write(json.dumps(data, separators=(",", ":")))
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
