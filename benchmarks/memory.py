@@ -7,6 +7,14 @@ validation, the threat scan, drift checks and the journal append (one more
 fsync) on top. Both run in the same process, on the same disk, in the same run.
 
 Run: ``python benchmarks/memory.py`` (``--ops``, ``--procs`` to change the load).
+
+``--startup`` measures instead what every ``run`` pays before its first request:
+the time from building the agent's memory (as ``run`` does: ``MemoryStore.from_config``,
+``load_from_disk``, the MEMORY and USER blocks of the system prompt) to the prompt
+ready, for a full MEMORY.md and USER.md of ordinary notes from ``tests/data``. Each
+start is a fresh process: cold (no verdict cache, what every start did before the
+cache) beside warm (the cache the cold start left), with the semantic layer and with
+the rules alone. ``--json`` prints the figures as JSON.
 """
 
 from __future__ import annotations
@@ -17,13 +25,21 @@ import json
 import multiprocessing
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from hermes_context import MemoryStore, scan_for_threats
+from hermes_context.memory.semantic import semantic_available as threats_installed
 
-CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "memory_threat_corpus.jsonl"
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+CORPUS = DATA / "memory_threat_corpus.jsonl"
+# Families of ordinary notes in tests/data/threat_batches written as agent notes / about the user.
+MEMORY_FAMILIES = ("env_fact", "convention", "workflow", "command_note", "lesson")
+USER_FAMILIES = ("preference", "profile")
 # High enough that no add is refused for size: this measures the write path.
 BIG_LIMIT = 100_000_000
 DELIMITER = "\n§\n"
@@ -135,6 +151,107 @@ def _scanner(repeat: int) -> dict[str, float]:
     }
 
 
+def _notes_file(families: tuple[str, ...], limit: int, skip: int) -> list[str]:
+    """Ordinary English notes of ``families`` filling a file up to ``limit`` characters."""
+    rows = [
+        json.loads(line)
+        for path in sorted((DATA / "threat_batches").glob("heldout_*.jsonl"))
+        for line in path.open(encoding="utf-8")
+    ]
+    notes = [
+        r["text"]
+        for r in rows
+        if r["label"] == "benign" and r.get("family") in families and r.get("lang") == "en"
+    ]
+    entries: list[str] = []
+    for note in notes[skip:]:
+        if len(DELIMITER.join([*entries, note])) > limit:
+            break
+        entries.append(note)
+    return entries
+
+
+def _startup_child(home: str) -> None:
+    """One start, in this fresh process: memory built as ``run`` builds it, to the prompt blocks."""
+    from hermes_context.agent.prompt import memory_blocks
+    from hermes_context.config import load_config
+    from hermes_context.memory import e5, semantic
+
+    config = load_config(hermes_home=home)
+    start = time.perf_counter()
+    store = MemoryStore.from_config(config)
+    store.load_from_disk()
+    blocks = memory_blocks(store, memory=True, user=True)
+    seconds = time.perf_counter() - start
+    loaded = semantic._ENCODER is not None or semantic._MODEL is not None or e5._MODEL is not None
+    withheld = sum(block.count("[BLOCKED") for block in blocks)
+    print(json.dumps({"seconds": seconds, "model_loaded": loaded, "withheld": withheld}))
+
+
+def _start(home: Path, semantic: str) -> dict[str, Any]:
+    env = {**os.environ, "HERMES_SEMANTIC_SCAN": semantic}
+    out = subprocess.run(
+        [sys.executable, __file__, "--startup-child", str(home)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"startup child failed: {out.stderr.strip().splitlines()[-1:]}")
+    return json.loads(out.stdout)
+
+
+def _startup(rounds: int) -> dict[str, Any]:
+    """Cold and warm starts, each in a fresh process, medians of ``rounds``."""
+    memory = _notes_file(MEMORY_FAMILIES, 2_200, skip=0)
+    user = _notes_file(USER_FAMILIES, 1_375, skip=0)
+    report: dict[str, Any] = {
+        "memory_entries": len(memory),
+        "memory_chars": len(DELIMITER.join(memory)),
+        "user_entries": len(user),
+        "user_chars": len(DELIMITER.join(user)),
+        "rounds": rounds,
+        "modes": {},
+    }
+    for mode in ("on", "off"):
+        runs: dict[str, list[dict[str, Any]]] = {"cold": [], "warm": []}
+        for _ in range(rounds):
+            with tempfile.TemporaryDirectory(prefix="hc-startup-") as tmp:
+                home = Path(tmp)
+                (home / "memories").mkdir()
+                (home / "memories" / "MEMORY.md").write_text(DELIMITER.join(memory), "utf-8")
+                (home / "memories" / "USER.md").write_text(DELIMITER.join(user), "utf-8")
+                runs["cold"].append(_start(home, mode))
+                runs["warm"].append(_start(home, mode))
+        report["modes"]["rules+semantic" if mode == "on" else "rules"] = {
+            kind: {
+                "seconds": statistics.median(r["seconds"] for r in rs),
+                "model_loaded": any(r["model_loaded"] for r in rs),
+                "withheld": rs[0]["withheld"],
+            }
+            for kind, rs in runs.items()
+        }
+    return report
+
+
+def _print_startup(report: dict[str, Any]) -> None:
+    print(
+        f"memory startup: MEMORY.md {report['memory_entries']} entries "
+        f"({report['memory_chars']:,} chars), USER.md {report['user_entries']} entries "
+        f"({report['user_chars']:,} chars); fresh process per start, median of {report['rounds']}"
+    )
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    print(f"{'scanner':<16}{'cold s':>9}{'warm s':>9}{'speed-up':>10}  model loaded cold/warm")
+    for mode, r in report["modes"].items():
+        cold, warm = r["cold"], r["warm"]
+        ratio = cold["seconds"] / warm["seconds"] if warm["seconds"] else float("inf")
+        loaded = (
+            f"{'yes' if cold['model_loaded'] else 'no'}/{'yes' if warm['model_loaded'] else 'no'}"
+        )
+        print(f"{mode:<16}{cold['seconds']:>9.3f}{warm['seconds']:>9.3f}{ratio:>9.0f}x  {loaded}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=500, help="adds per single-process run")
@@ -142,7 +259,21 @@ def main() -> None:
     parser.add_argument("--ops-per-proc", type=int, default=250, help="adds per process")
     parser.add_argument("--scan-repeat", type=int, default=20, help="passes over the corpus")
     parser.add_argument("--rounds", type=int, default=3, help="runs per case; medians shown")
+    parser.add_argument("--startup", action="store_true", help="cold vs warm start (see above)")
+    parser.add_argument("--json", action="store_true", help="with --startup: print JSON")
+    parser.add_argument("--startup-child", metavar="HOME", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.startup_child:
+        _startup_child(args.startup_child)
+        return
+    if args.startup:
+        if not threats_installed():
+            parser.error(
+                '--startup needs the semantic layer: pip install "hermes-context[semantic]"'
+            )
+        report = _startup(args.rounds)
+        print(json.dumps(report, indent=2)) if args.json else _print_startup(report)
+        return
 
     print(f"memory store benchmark (cpu count {os.cpu_count()}, fsync on, median of {args.rounds})")
     load = os.getloadavg()[0]

@@ -20,6 +20,13 @@ either entry; a benign pair is a false positive when it flags either.
 Usage: python benchmarks/threats.py [--json] [--no-semantic] [--batches heldout_r,heldout_s]
 Exit status 1 when the untuned batches chosen, pooled, miss the target (>= 90% caught,
 <= 2% flagged); each batch's figures are printed next to it.
+
+``--apart`` measures split attacks whose halves have ordinary notes between them,
+as a memory file holds them: the untuned batches' split attacks with 0, 1 and 2
+ordinary notes between the halves, and whole 2,200-char files of their ordinary
+notes (the share of entries withheld). Beside the pairs the scanner reads
+(neighbours and linked entries, ``memory/pairs.py``) it shows neighbours only,
+what it read before, in the same run.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -34,6 +42,7 @@ from typing import Any
 
 from hermes_context.memory import threats
 from hermes_context.memory.threats import scan_entries, scan_many
+from hermes_context.memory.verdicts import VerdictCache
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 BATCHES = {
@@ -125,6 +134,74 @@ def evaluate(rows: list[dict[str, Any]], semantic: bool) -> dict[str, Any]:
     }
 
 
+# Ordinary notes of the untuned batches that read like a memory file's.
+MEMORY_LIKE = ("env_fact", "convention", "workflow", "command_note", "lesson", "security_note")
+
+
+def _neighbours_only(texts: list[str]) -> list[tuple[int, int]]:
+    return [(i, i + 1) for i in range(len(texts) - 1)]
+
+
+def apart(semantic: bool, files: int) -> dict[str, Any]:
+    """Split attacks with notes between their halves, and whole ordinary files, two pairings."""
+    rows = [r for name, (path, kind) in BATCHES.items() if kind == "untuned" for r in load(path)]
+    splits = [r["entries"] for r in rows if r["label"] == "malicious" and "entries" in r]
+    notes = [r["text"] for r in rows if r["label"] == "benign" and r["family"] in MEMORY_LIKE]
+    ordinary: list[list[str]] = [[]]
+    for note in notes:
+        if len("\n§\n".join([*ordinary[-1], note])) > 2_200:
+            ordinary.append([])
+        ordinary[-1].append(note)
+    ordinary = ordinary[:files]
+    report: dict[str, Any] = {"attacks": len(splits), "files": len(ordinary), "pairings": {}}
+    real = threats.judged_pairs
+    for pairing, pairs in (("neighbours and linked", real), ("neighbours only", _neighbours_only)):
+        threats.judged_pairs = pairs  # type: ignore[assignment]
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                cache = VerdictCache(Path(tmp) / "verdicts.json", max_verdicts=1_000_000)
+                caught = {
+                    gap: sum(
+                        any(scan_entries([a, *notes[k : k + gap], b], semantic=semantic,
+                                         verdicts=cache)[0::gap + 1])
+                        for k, (a, b) in enumerate(splits)
+                    )
+                    for gap in (0, 1, 2)
+                }  # fmt: skip
+                found = [scan_entries(f, semantic=semantic, verdicts=cache) for f in ordinary]
+        finally:
+            threats.judged_pairs = real
+        report["pairings"][pairing] = {
+            "caught_by_notes_between": caught,
+            "entries": sum(len(f) for f in ordinary),
+            "withheld": sum(bool(ids) for f in found for ids in f),
+            "withheld_alone": sum(
+                bool([p for p in ids if not p.startswith("split.")]) for f in found for ids in f
+            ),
+        }
+    return report
+
+
+def _render_apart(report: dict[str, Any], mode: str) -> str:
+    n = report["attacks"]
+    lines = [
+        f"Split attacks of the untuned batches ({n}), halves with 0/1/2 ordinary notes between; "
+        f"{report['files']} whole 2,200-char files of their ordinary notes ({mode}):",
+        "| pairs read | caught, 0 between | 1 between | 2 between | ordinary entries withheld "
+        "(alone) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for pairing, r in report["pairings"].items():
+        c = r["caught_by_notes_between"]
+        lines.append(
+            f"| {pairing} | "
+            + " | ".join(f"{c[g]}/{n} ({c[g] / n:.1%})" for g in (0, 1, 2))
+            + f" | {r['withheld']}/{r['entries']} ({r['withheld'] / r['entries']:.1%}) "
+            f"({r['withheld_alone']}) |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true")
@@ -134,7 +211,17 @@ def main() -> int:
         default="",
         help=f"comma-separated subset of: {','.join(BATCHES)} (default all)",
     )
+    parser.add_argument(
+        "--apart", action="store_true", help="split attacks with notes between (see above)"
+    )
+    parser.add_argument("--files", type=int, default=40, help="with --apart: ordinary files")
     args = parser.parse_args()
+    if args.apart:
+        semantic = not args.no_semantic and threats._semantic_installed()
+        report = apart(semantic, args.files)
+        mode = "rules+semantic" if semantic else "rules"
+        print(json.dumps(report, indent=2) if args.json else _render_apart(report, mode))
+        return 0
     chosen = [b for b in args.batches.split(",") if b] or list(BATCHES)
     unknown = [b for b in chosen if b not in BATCHES]
     if unknown:

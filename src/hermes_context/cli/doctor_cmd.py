@@ -77,6 +77,7 @@ def _memory(home: Path, config: Config | None) -> list[dict[str, Any]]:
         home / MEMORY_FOLDER,
         memory_char_limit=mem.memory_char_limit,
         user_char_limit=mem.user_char_limit,
+        remember_verdicts=False,  # the doctor changes nothing in the home
     )
     out = []
     for target, name in MEMORY_TARGETS.items():

@@ -88,6 +88,11 @@ def views(text: str) -> list[str]:
     return out
 
 
+def folded(text: str) -> str:
+    """The first of ``views``: NFKC, invisible characters removed, look-alike letters folded."""
+    return skeleton(unicodedata.normalize("NFKC", text).translate(_INVISIBLE))
+
+
 @functools.cache
 def _skeleton_table() -> dict[int, str]:
     """Look-alike characters of Latin-passing scripts mapped to their ASCII prototype."""
@@ -135,7 +140,9 @@ def skeleton(text: str) -> str:
     by ASCII, and accents dropped from Latin letters (``ìgnóre`` reads ``ignore``)."""
     if text.isascii():
         return text
-    text = text.translate(_skeleton_table())
+    # The table maps look-alike letters only; without one, building it (~50 ms once) is waste.
+    if any(not ch.isascii() and _lookalike_script(ch) for ch in text):
+        text = text.translate(_skeleton_table())
     if text.isascii():
         return text
     return "".join(_plain_latin(ch) for ch in text)

