@@ -646,7 +646,7 @@ def _check_neighbours(before: list[str], after: list[str]) -> None:
         pairs += [(after[j], after[j + 1]) for j in (i - 1, i) if 0 <= j < len(after) - 1]
     if not pairs:
         return
-    joined = scan_many([f"{a}\n{b}" for a, b in pairs])
+    joined = scan_many([f"{a}\n{b}" for a, b in pairs], joined=True)
     alone = scan_many(list({e for pair in pairs for e in pair}))
     single = {pid for ids in alone for pid in ids}
     found = [f"split.{pid}" for ids in joined for pid in ids if pid not in single]

@@ -844,16 +844,21 @@ def scan_for_threats(
 
 
 def scan_many(
-    texts: list[str], *, scope: str = "strict", semantic: bool | None = None
+    texts: list[str], *, scope: str = "strict", semantic: bool | None = None, joined: bool = False
 ) -> list[list[str]]:
-    """``scan_for_threats`` of each text, the semantic layer run in one batch."""
+    """``scan_for_threats`` of each text, the semantic layer run in one batch.
+
+    ``joined``: each text is two entries of one file joined (``scan_entries``); the
+    semantic layer judges those against its threshold for joined entries.
+    """
     if scope not in _SCOPE_RULES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
     all_views = [views(t) for t in texts]
     found = [_rule_findings(t, vs, scope) for t, vs in zip(texts, all_views, strict=True)]
     if scope == "strict" and _semantic_on(semantic):
         todo = [i for i, ids in enumerate(found) if not ids and _semantic.scorable(texts[i])]
-        for i, hit in zip(todo, _semantic.flagged([all_views[i] for i in todo]), strict=True):
+        hits = _semantic.flagged([all_views[i] for i in todo], joined=joined)
+        for i, hit in zip(todo, hits, strict=True):
             if hit:
                 found[i].append(_semantic.SEMANTIC_ID)
     return found
@@ -945,8 +950,8 @@ def scan_entries(
     finding of the pair that neither entry has alone.
     """
     pairs = [f"{entries[i]}\n{entries[i + 1]}" for i in range(len(entries) - 1)]
-    results = scan_many([*entries, *pairs], scope=scope, semantic=semantic)
-    alone, joined = results[: len(entries)], results[len(entries) :]
+    alone = scan_many(entries, scope=scope, semantic=semantic)
+    joined = scan_many(pairs, scope=scope, semantic=semantic, joined=True)
     out = [list(ids) for ids in alone]
     for i, ids in enumerate(joined):
         new = [f"split.{pid}" for pid in ids if pid not in alone[i] and pid not in alone[i + 1]]
