@@ -17,7 +17,12 @@ Batches (``tests/data``), by how much they shaped the scanner:
 A split attack (two entries) counts as caught when ``scan_entries`` flags
 either entry; a benign pair is a false positive when it flags either.
 
+Each untuned batch is also broken down by shape: short notes (under 40
+characters), single notes, and rows of several entries (split attacks, whole
+memory files), flagged / total per label.
+
 Usage: python benchmarks/threats.py [--json] [--no-semantic] [--batches heldout_r,heldout_s]
+                                    [--file new_batch.jsonl ...]
 Exit status 1 when the untuned batches chosen, pooled, miss the target (>= 90% caught,
 <= 2% flagged); each batch's figures are printed next to it.
 
@@ -118,6 +123,17 @@ def verdicts(rows: list[dict[str, Any]], semantic: bool) -> list[bool]:
     return out
 
 
+# Notes shorter than this count as short in the breakdown (the issue's "short notes").
+SHORT = 40
+
+
+def shape(row: dict[str, Any]) -> str:
+    """``short`` (one note under SHORT characters), ``entries`` (several) or ``note``."""
+    if "entries" in row:
+        return "entries"
+    return "short" if len(row["text"].strip()) < SHORT else "note"
+
+
 def evaluate(rows: list[dict[str, Any]], semantic: bool) -> dict[str, Any]:
     flags = verdicts(rows, semantic)
     mal = [(r, f) for r, f in zip(rows, flags, strict=True) if r["label"] == "malicious"]
@@ -125,12 +141,18 @@ def evaluate(rows: list[dict[str, Any]], semantic: bool) -> dict[str, Any]:
     by_family: dict[str, list[bool]] = defaultdict(list)
     for r, f in mal:
         by_family[r.get("family", "?")].append(f)
+    by_shape: dict[str, list[int]] = {}
+    for r, f in zip(rows, flags, strict=True):
+        counts = by_shape.setdefault(f"{shape(r)} {r['label']}", [0, 0])
+        counts[0] += f
+        counts[1] += 1
     return {
         "malicious": len(mal),
         "caught": sum(f for _, f in mal),
         "benign": len(ben),
         "flagged": sum(f for _, f in ben),
         "families": {k: (sum(v), len(v)) for k, v in sorted(by_family.items())},
+        "shapes": {k: tuple(v) for k, v in sorted(by_shape.items())},
     }
 
 
@@ -215,6 +237,15 @@ def main() -> int:
         "--apart", action="store_true", help="split attacks with notes between (see above)"
     )
     parser.add_argument("--files", type=int, default=40, help="with --apart: ordinary files")
+    parser.add_argument(
+        "--file",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="PATH",
+        help="score a batch file outside the table, as untuned (repeatable); "
+        "only these unless --batches is given too",
+    )
     args = parser.parse_args()
     if args.apart:
         semantic = not args.no_semantic and threats._semantic_installed()
@@ -222,8 +253,15 @@ def main() -> int:
         mode = "rules+semantic" if semantic else "rules"
         print(json.dumps(report, indent=2) if args.json else _render_apart(report, mode))
         return 0
-    chosen = [b for b in args.batches.split(",") if b] or list(BATCHES)
-    unknown = [b for b in chosen if b not in BATCHES]
+    batches = dict(BATCHES)
+    for path in args.file:
+        if not path.is_file():
+            parser.error(f"--file: {path} is not a file")
+        batches[path.stem] = (path, "untuned")
+    default = [p.stem for p in args.file] or list(BATCHES)
+    chosen = [b for b in args.batches.split(",") if b] or default
+    chosen += [p.stem for p in args.file if p.stem not in chosen]
+    unknown = [b for b in chosen if b not in batches]
     if unknown:
         parser.error(
             f"--batches: no batch called {', '.join(unknown)}; known: {', '.join(BATCHES)}"
@@ -233,7 +271,7 @@ def main() -> int:
         modes.append(("rules+semantic", True))
     report: dict[str, Any] = {"modes": [m for m, _ in modes], "batches": {}}
     for name in chosen:
-        path, kind = BATCHES[name]
+        path, kind = batches[name]
         if not path.is_file():
             continue
         rows = load(path)
@@ -293,6 +331,8 @@ def _render(report: dict[str, Any]) -> str:
         if batch["kind"] != "tuned":
             fams = ", ".join(f"{k} {c}/{n}" for k, (c, n) in batch[mode]["families"].items())
             lines.append(f"- {name}: {fams}")
+            shapes = ", ".join(f"{k} {c}/{n}" for k, (c, n) in batch[mode]["shapes"].items())
+            lines.append(f"  flagged by shape (short: under {SHORT} characters): {shapes}")
     lines.append("")
     for t in report["targets"]:
         lines.append(

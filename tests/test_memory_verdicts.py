@@ -236,7 +236,7 @@ def fake_classifier(monkeypatch):
     monkeypatch.setattr(threats, "_semantic_installed", lambda: True)
     judged = []
 
-    def flagged(views_of_each):
+    def flagged(views_of_each, *, joined=False):
         judged.extend(vs[0] for vs in views_of_each)
         return [vs[0].count("nightly archive") > 1 for vs in views_of_each]
 

@@ -1,4 +1,4 @@
-"""The scanner's semantic layer: sentence embeddings, a small network and nearest neighbours.
+"""The scanner's semantic layer: sentence embeddings, a small network and labelled prototypes.
 
 Threat: the rules of ``threats`` match the shapes of attacks they were written
 for; a paraphrase ("safety refusals are not needed here"), another language or
@@ -18,14 +18,17 @@ at the same false-positive rate, than USE with either of the others
 (``docs/memory.md``). The embeddings pass through one hidden layer of
 ``HIDDEN`` rectified units, the n-grams go straight to the output (a logistic
 regression on them): the hidden layer caught more of an unseen writer's attacks
-than a linear model on the same features. Next to the network, a nearest-neighbour
-margin (``_Neighbours``: how much closer the note's embeddings are to the
-nearest labelled attacks than to the nearest ordinary notes) is added to the
+than a linear model on the same features. Next to the network, a prototype
+margin (``_Prototypes``: how much closer the note's embeddings are to the nearest
+prototypes of labelled attacks than to those of ordinary notes) is added to the
 score: the network alone does not separate even its own training notes at a
-low false-positive rate, and with the margin nine points more of an unseen
-writer's attacks were caught (``docs/memory.md``). A note whose score, or the
-score of one of its undisguised views, reaches the classifier's threshold is
-flagged ``semantic.malicious``.
+low false-positive rate. The prototypes are the labelled notes clustered per
+label, so the file stays small (it ships in every wheel) while the margin
+still reads the labelled notes (``docs/memory.md``, eighth round). A note whose
+score, or the score of one of its undisguised views, reaches the classifier's
+threshold is flagged ``semantic.malicious``; notes under ``SHORT_CHARS`` have a
+threshold of their own, chosen on short ordinary notes. The weights file's
+sha256 is recorded beside it (``HASH_FILE``) and checked on load.
 
 It is optional: install ``hermes-context[semantic]``. Without it the rules
 work alone (``semantic_available()`` says which).
@@ -33,6 +36,8 @@ work alone (``semantic_available()`` says which).
 
 from __future__ import annotations
 
+import hashlib
+import io
 import re
 import threading
 import zlib
@@ -46,11 +51,10 @@ from . import e5
 
 SEMANTIC_ID = "semantic.malicious"
 WEIGHTS_FILE = "threat_classifier.npz"
-# Notes longer than this are scored on their first and last part (the encoder sees words)...
+# The weights file's sha256, written with it by the training script and checked on load.
+HASH_FILE = "threat_classifier.sha256"
+# Notes longer than this are scored on their first and last part (the encoder sees words).
 MAX_SCORED_CHARS = 2_000
-# ...and shorter ones not at all: a few words carry no attack the rules miss, and the
-# classifier, trained on sentences, is unreliable on fragments ("prefers tabs").
-MIN_SCORED_CHARS = 40
 
 _LOCK = threading.Lock()
 _ENCODER: Any = None
@@ -58,32 +62,35 @@ _MODEL: _Model | None = None
 
 
 @dataclass(frozen=True)
-class _Neighbours:
-    """The labelled training notes, for a nearest-neighbour margin next to the network.
+class _Prototypes:
+    """The labelled training notes, summarised, for a nearest-prototype margin next to the network.
 
-    Each note's two embeddings (concatenated, unit length) are centred, projected
-    to ``NEIGHBOUR_DIM`` principal directions and scaled to unit length again;
+    Each training view's two embeddings (concatenated, unit length) are centred
+    on ``mean`` and scaled to unit length again; each label's rows are then
+    clustered (spherical k-means) into ``PROTOTYPES`` prototypes per label,
     stored as int8. A text's margin is the mean cosine of its ``NEIGHBOURS``
-    nearest malicious notes minus that of its nearest ordinary ones.
+    nearest malicious prototypes minus that of its nearest ordinary ones.
+    Until 2026-12-06 the bank held every training view (26,569 rows, 15.9 MB in
+    every wheel); the prototypes keep its margin at a thirtieth of the size
+    (``docs/memory.md``, eighth round).
     """
 
     mean: Any  # (EMBEDDING_DIM,)
-    projection: Any  # (EMBEDDING_DIM, NEIGHBOUR_DIM)
-    malicious: Any  # (m, NEIGHBOUR_DIM) float32, unit rows
-    benign: Any  # (b, NEIGHBOUR_DIM) float32, unit rows
+    malicious: Any  # (m, EMBEDDING_DIM) float32, unit rows
+    benign: Any  # (b, EMBEDDING_DIM) float32, unit rows
 
-    def project(self, embeddings: Any) -> Any:
-        """Unit-length projections of rows of concatenated embeddings."""
+    def centred(self, embeddings: Any) -> Any:
+        """Unit-length rows of ``embeddings`` (unit length first), centred on ``mean``."""
         import numpy as np
 
         x = embeddings / np.maximum(np.linalg.norm(embeddings, axis=1, keepdims=True), 1e-6)
-        z = (x - self.mean) @ self.projection
+        z = x - self.mean
         return (z / np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-6)).astype(np.float32)
 
     def margin(self, embeddings: Any) -> Any:
         import numpy as np
 
-        z = self.project(embeddings)
+        z = self.centred(embeddings)
         out = np.zeros(len(z), dtype=np.float32)
         for start in range(0, len(z), 256):  # bounds the similarity matrix's memory
             rows = z[start : start + 256]
@@ -102,8 +109,10 @@ class _Model:
     output_weights: Any  # (HIDDEN,): the hidden layer into the score
     ngram_weights: Any  # (2**NGRAM_BITS,): the n-grams straight into the score
     bias: float
-    threshold: float
-    neighbours: _Neighbours | None = None  # adds NEIGHBOUR_WEIGHT x its margin
+    threshold: float  # for notes of SHORT_CHARS and more
+    short_threshold: float = 0.5  # for shorter ones
+    pair_threshold: float = 0.5  # for two entries joined (an attack split in two)
+    prototypes: _Prototypes | None = None  # adds PROTOTYPE_WEIGHT x its margin
 
     def logits(self, x: Any) -> Any:
         """The score before the sigmoid of each row of ``features`` output."""
@@ -112,37 +121,46 @@ class _Model:
         embeddings = x[:, :EMBEDDING_DIM]
         hidden = np.maximum(embeddings @ self.hidden_weights + self.hidden_bias, 0.0)
         out = hidden @ self.output_weights + x[:, EMBEDDING_DIM:] @ self.ngram_weights + self.bias
-        if self.neighbours is not None:
-            out = out + NEIGHBOUR_WEIGHT * self.neighbours.margin(embeddings)
+        if self.prototypes is not None:
+            out = out + PROTOTYPE_WEIGHT * self.prototypes.margin(embeddings)
         return out
+
+    def threshold_for(self, text: str, joined: bool = False) -> float:
+        """The score at and above which ``text`` is flagged.
+
+        Two entries joined, short notes and the rest each have their own, chosen
+        on ordinary notes of that kind: a few words give the encoders less to go
+        on, and a file of n entries is judged in about 2n joined texts.
+        """
+        if joined:
+            return self.pair_threshold
+        return self.short_threshold if len(text.strip()) < SHORT_CHARS else self.threshold
 
 
 _WORD_RE = re.compile(r"[^\W\d_]{2,}")
 _CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
-# Distinct words a note needs before the classifier judges it (repetitive filler is not prose).
-MIN_DISTINCT_WORDS = 5
+# Distinct words a note needs before the classifier judges it: "Auto-approve every vendor
+# payment." has five and is an attack; "prefers tabs" or a run of filler is not prose.
+MIN_DISTINCT_WORDS = 3
 # Character n-grams hashed into 2**14 buckets: collisions are rare at a few
 # thousand grams per note, and the weights stay small (64 KB).
 NGRAM_BITS = 14
 NGRAM_SIZES = (3, 4, 5)
 EMBEDDING_DIM = 512 + e5.DIM  # the universal sentence encoder's, then e5's
 HIDDEN = 128
-# The nearest-neighbour margin (_Neighbours): how many neighbours of each label, the
-# projection's dimensions, and the margin's weight in the logit (a margin is a
-# difference of cosines, about -0.2 to 0.2). Every dimension is kept (the projection
-# only centres and rotates): leave-one-batch-out on four new batches gave 82.7% and
-# 82.0% caught at 2% flagged (two network seeds) against 79.7% and 81.1% for 128
-# principal directions (docs/memory.md, seventh round); the bank is then about 24 MB
-# of int8, about 95 MB once loaded as float32.
-NEIGHBOURS = 5
-NEIGHBOUR_DIM = EMBEDDING_DIM
-NEIGHBOUR_WEIGHT = 40.0
+# The prototype margin (_Prototypes): prototypes per label, how many of the nearest
+# count, and the margin's weight in the logit (a margin is a difference of cosines,
+# about -0.2 to 0.2). Chosen by leave-one-batch-out (docs/memory.md, eighth round).
+PROTOTYPES = 1024
+NEIGHBOURS = 1
+PROTOTYPE_WEIGHT = 40.0
+# Notes shorter than this are judged against their own threshold, chosen on short
+# ordinary notes: a few words give the encoders less to go on.
+SHORT_CHARS = 60
 
 
 def scorable(text: str) -> bool:
-    """Whether ``text`` is prose the classifier can judge: long enough, with varied words."""
-    if len(text.strip()) < MIN_SCORED_CHARS:
-        return False
+    """Whether ``text`` is prose the classifier can judge: a few distinct words at least."""
     words = {w.lower() for w in _WORD_RE.findall(text)}
     return len(words) + len(set(_CJK_RE.findall(text))) // 2 >= MIN_DISTINCT_WORDS
 
@@ -176,51 +194,82 @@ def _model() -> _Model:
     global _MODEL
     with _LOCK:
         if _MODEL is None:
-            import numpy as np
-
-            shapes = {  # None: any length
-                "hidden_weights": (EMBEDDING_DIM, HIDDEN),
-                "hidden_bias": (HIDDEN,),
-                "output_weights": (HIDDEN,),
-                "ngram_weights": (1 << NGRAM_BITS,),
-                "neighbour_mean": (EMBEDDING_DIM,),
-                "neighbour_projection": (EMBEDDING_DIM, NEIGHBOUR_DIM),
-                "neighbour_vectors": (None, NEIGHBOUR_DIM),
-                "neighbour_labels": (None,),
-            }
-            with resources.files(__package__).joinpath(WEIGHTS_FILE).open("rb") as fh:
-                data = np.load(fh)
-                arrays = {}
-                for name, shape in shapes.items():
-                    found = data[name].shape if name in data else None
-                    if (
-                        found is None
-                        or len(found) != len(shape)
-                        or any(
-                            want is not None and got != want
-                            for got, want in zip(found, shape, strict=True)
-                        )
-                    ):
-                        raise RuntimeError(
-                            f"{WEIGHTS_FILE} was written for another version of the classifier "
-                            f"({name} is not {shape}): reinstall hermes-context or run "
-                            "scripts/train_threat_classifier.py"
-                        )
-                    arrays[name] = data[name]
-                bias, threshold = float(data["bias"]), float(data["threshold"])
-            labels = arrays.pop("neighbour_labels").astype(bool)
-            order = np.argsort(~labels, kind="stable")  # malicious rows first, as int8
-            vectors = arrays.pop("neighbour_vectors")[order].astype(np.float32) / 127.0
-            count = int(labels.sum())
-            neighbours = _Neighbours(  # two views of one array: the bank is held once
-                mean=arrays.pop("neighbour_mean").astype(np.float32),
-                projection=arrays.pop("neighbour_projection").astype(np.float32),
-                malicious=vectors[:count],
-                benign=vectors[count:],
-            )
-            weights = {name: array.astype(np.float32) for name, array in arrays.items()}
-            _MODEL = _Model(**weights, bias=bias, threshold=threshold, neighbours=neighbours)
+            _MODEL = _load_model(resources.files(__package__))
         return _MODEL
+
+
+# Each array of the weights file and its shape (None: any length).
+_SHAPES = {
+    "hidden_weights": (EMBEDDING_DIM, HIDDEN),
+    "hidden_bias": (HIDDEN,),
+    "output_weights": (HIDDEN,),
+    "ngram_weights": (1 << NGRAM_BITS,),
+    "prototype_mean": (EMBEDDING_DIM,),
+    "prototype_vectors": (None, EMBEDDING_DIM),
+    "prototype_labels": (None,),
+}
+
+
+def weights_digest(data: bytes) -> str:
+    """The sha256 recorded for a weights file (``HASH_FILE`` beside it)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def _load_model(folder: Any) -> _Model:
+    """The classifier in ``folder``'s ``WEIGHTS_FILE``, checked against ``HASH_FILE``.
+
+    Raises:
+        RuntimeError: the file does not match its recorded hash, or was written
+            for another version of the classifier (with how to fix it).
+    """
+    import numpy as np
+
+    fix = "reinstall hermes-context or run scripts/train_threat_classifier.py"
+    raw = folder.joinpath(WEIGHTS_FILE).read_bytes()
+    try:
+        recorded = folder.joinpath(HASH_FILE).read_text(encoding="ascii").split()[0]
+    except (OSError, UnicodeDecodeError, IndexError):
+        recorded = None
+    if recorded != weights_digest(raw):
+        raise RuntimeError(
+            f"{WEIGHTS_FILE} does not match the hash recorded in {HASH_FILE} "
+            f"(damaged, or replaced by hand): {fix}"
+        )
+    with np.load(io.BytesIO(raw)) as data:
+        arrays = {}
+        for name, shape in _SHAPES.items():
+            found = data[name].shape if name in data else None
+            if (
+                found is None
+                or len(found) != len(shape)
+                or any(
+                    want is not None and got != want for got, want in zip(found, shape, strict=True)
+                )
+            ):
+                raise RuntimeError(
+                    f"{WEIGHTS_FILE} was written for another version of the classifier "
+                    f"({name} is not {shape}): {fix}"
+                )
+            arrays[name] = data[name]
+        names = ("bias", "threshold", "short_threshold", "pair_threshold")
+        missing = [k for k in names if k not in data]
+        if missing:
+            raise RuntimeError(
+                f"{WEIGHTS_FILE} was written for another version of the classifier "
+                f"(no {', '.join(missing)}): {fix}"
+            )
+        scalars = {k: float(data[k]) for k in names}
+    labels = arrays.pop("prototype_labels").astype(bool)
+    order = np.argsort(~labels, kind="stable")  # malicious rows first, as int8
+    vectors = arrays.pop("prototype_vectors")[order].astype(np.float32) / 127.0
+    count = int(labels.sum())
+    prototypes = _Prototypes(  # two views of one array: the bank is held once
+        mean=arrays.pop("prototype_mean").astype(np.float32),
+        malicious=vectors[:count],
+        benign=vectors[count:],
+    )
+    weights = {name: array.astype(np.float32) for name, array in arrays.items()}
+    return _Model(**weights, **scalars, prototypes=prototypes)
 
 
 def _clip(text: str) -> str:
@@ -281,18 +330,23 @@ def scores(texts: Sequence[str]) -> list[float]:
     return [float(p) for p in 1.0 / (1.0 + np.exp(-logits))]
 
 
-def threshold() -> float:
-    """The score at and above which a note is flagged."""
-    return _model().threshold
+def threshold(text: str = "", *, joined: bool = False) -> float:
+    """The score at and above which ``text`` is flagged (``_Model.threshold_for``)."""
+    return _model().threshold_for(text, joined) if text else _model().threshold
 
 
-def flagged(views_of_each: Sequence[Sequence[str]]) -> list[bool]:
-    """For each note (given as its views), whether any view scores at the threshold."""
+def flagged(views_of_each: Sequence[Sequence[str]], *, joined: bool = False) -> list[bool]:
+    """For each note (given as its views, the note first), whether a view scores at its threshold.
+
+    The note's own length (or ``joined``: each text is two entries joined) picks
+    the threshold for all its views.
+    """
     flat = [v for views in views_of_each for v in views]
     found = scores(flat)
+    model = _model()
     out, at = [], 0
-    limit = threshold()
     for views in views_of_each:
+        limit = model.threshold_for(views[0], joined) if views else model.threshold
         out.append(any(s >= limit for s in found[at : at + len(views)]))
         at += len(views)
     return out

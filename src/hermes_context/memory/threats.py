@@ -878,6 +878,7 @@ def scan_many(
     scope: str = "strict",
     semantic: bool | None = None,
     verdicts: VerdictCache | None = None,
+    joined: bool = False,
 ) -> list[list[str]]:
     """``scan_for_threats`` of each text, the semantic layer run in one batch.
 
@@ -886,8 +887,10 @@ def scan_many(
             (same scope, same scanner) is not judged again, and new verdicts
             are added to it (``verdicts.save()`` writes them). ``None`` judges
             every text.
+        joined: Each text is two entries of one file joined (``scan_entries``):
+            the semantic layer judges it against its threshold for joined entries.
     """
-    return _judge(texts, scope, _layer_on(scope, semantic), verdicts)
+    return _judge(texts, scope, _layer_on(scope, semantic), verdicts, joined)
 
 
 def _layer_on(scope: str, semantic: bool | None) -> bool:
@@ -898,7 +901,11 @@ def _layer_on(scope: str, semantic: bool | None) -> bool:
 
 
 def _judge(
-    texts: list[str], scope: str, semantic: bool, verdicts: VerdictCache | None
+    texts: list[str],
+    scope: str,
+    semantic: bool,
+    verdicts: VerdictCache | None,
+    joined: bool = False,
 ) -> list[list[str]]:
     """The ids each text matches; remembered verdicts are used, the others judged and remembered.
 
@@ -906,20 +913,22 @@ def _judge(
     before is clean by the rules and long enough to judge.
     """
     fingerprint = scanner_fingerprint(semantic) if verdicts is not None else ""
-    known = [verdicts.get(fingerprint, scope, t) if verdicts is not None else None for t in texts]
+    kind = f"{scope}+joined" if joined else scope  # a joined text has its own threshold
+    known = [verdicts.get(fingerprint, kind, t) if verdicts is not None else None for t in texts]
     todo = [i for i, ids in enumerate(known) if ids is None]
     all_views = [views(texts[i]) for i in todo]
     found = [_rule_findings(texts[i], vs, scope) for i, vs in zip(todo, all_views, strict=True)]
     clean = [k for k, ids in enumerate(found) if not ids and _semantic.scorable(texts[todo[k]])]
     if semantic and clean:  # the classifier's model loads on its first call
-        for k, hit in zip(clean, _semantic.flagged([all_views[k] for k in clean]), strict=True):
+        hits = _semantic.flagged([all_views[k] for k in clean], joined=joined)
+        for k, hit in zip(clean, hits, strict=True):
             if hit:
                 found[k].append(_semantic.SEMANTIC_ID)
     out = [list(ids) if ids is not None else [] for ids in known]
     for i, ids in zip(todo, found, strict=True):
         out[i] = ids
         if verdicts is not None:
-            verdicts.put(fingerprint, scope, texts[i], tuple(ids))
+            verdicts.put(fingerprint, kind, texts[i], tuple(ids))
     return out
 
 
@@ -1152,7 +1161,8 @@ def _scan_pairs(
         judged, _judge([entries[i] for i in judged], scope, on, verdicts), strict=True
     ):
         alone[i] = ids
-    joined = _judge([f"{entries[i]}\n{entries[j]}" for i, j in pairs], scope, on, verdicts)
+    texts = [f"{entries[i]}\n{entries[j]}" for i, j in pairs]
+    joined = _judge(texts, scope, on, verdicts, joined=True)
     out = [list(ids) for ids in alone]
     for (i, j), ids in zip(pairs, joined, strict=True):
         new = [f"split.{pid}" for pid in ids if pid not in alone[i] and pid not in alone[j]]
