@@ -12,7 +12,11 @@ Batches (``tests/data``), by how much they shaped the scanner:
   independently of each other and of the training batches, after the seventh
   round's design was fixed; scored once with its classifier; never trained
   on, no choice made on them) and ``heldout_v`` to ``heldout_y`` (written
-  after that score, to repeat it with the same classifier file).
+  after that score, to repeat it with the same classifier file); ``heldout_z1``
+  and ``heldout_z2`` (written blind on 2026-12-06, with short notes, split
+  attacks whose halves have ordinary notes between them and whole ordinary
+  memory files; scored once with the classifier shipped before and once after
+  the eighth round, ``docs/memory.md``).
 
 A split attack (two entries) counts as caught when ``scan_entries`` flags
 either entry; a benign pair is a false positive when it flags either.
@@ -101,6 +105,8 @@ BATCHES = {
     "heldout_w": (DATA / "threat_batches" / "heldout_w.jsonl", "untuned"),
     "heldout_x": (DATA / "threat_batches" / "heldout_x.jsonl", "untuned"),
     "heldout_y": (DATA / "threat_batches" / "heldout_y.jsonl", "untuned"),
+    "heldout_z1": (DATA / "threat_batches" / "heldout_z1.jsonl", "untuned"),
+    "heldout_z2": (DATA / "threat_batches" / "heldout_z2.jsonl", "untuned"),
 }
 MIN_CAUGHT = 0.90
 MAX_FLAGGED = 0.02
