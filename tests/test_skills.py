@@ -138,17 +138,58 @@ def test_writes_are_scanned_for_threats(store):
     assert "git bisect start" in store.get("helper").body
 
 
+def _put(folder, text):
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(text, encoding="utf-8")
+
+
 def test_broken_skills_are_reported_not_loaded(store):
     store.create("good", skill_md("good"))
-    bad = store.root / "broken"
-    bad.mkdir()
-    (bad / "SKILL.md").write_text("no front matter", encoding="utf-8")
-    renamed = store.root / "renamed"
-    renamed.mkdir()
-    (renamed / "SKILL.md").write_text(skill_md("other"), encoding="utf-8")
+    _put(store.root / "broken", "no front matter")
     assert [s.name for s in store.list_skills()] == ["good"]
-    problems = {p.parent.name: why for p, why in store.problems()}
-    assert "front matter" in problems["broken"] and "differs from its folder" in problems["renamed"]
+    assert [(p.parent.name, "front matter" in why) for p, why in store.problems()] == [
+        ("broken", True)
+    ]
+    store.edit("broken", skill_md("broken"))  # repaired through its folder's name
+    assert [s.name for s in store.list_skills()] == ["broken", "good"]
+
+
+def test_a_skill_goes_by_its_front_matter_name_and_its_folder_reaches_it(store):
+    """Hermes's rule: the front-matter name lists it; skill_view takes either name."""
+    _put(store.root / "ops" / "renamed", skill_md("other"))
+    assert [(s.category, s.name, s.path.name) for s in store.list_skills()] == [
+        ("ops", "other", "renamed")
+    ]
+    assert store.view("other") == store.view("renamed")
+    assert store.view("renamed")["name"] == "other" and store.problems() == []
+    store.patch("other", "git bisect start", "git bisect start HEAD")
+    store.write_file("renamed", "references/x.md", "x")
+    assert store.view("other", "references/x.md")["content"] == "x"
+    with pytest.raises(SkillError, match="exists"):
+        store.create("renamed", skill_md("renamed"), category="ops")  # its folder is taken
+    with pytest.raises(SkillError, match="the skill is 'other'"):
+        store.edit("renamed", skill_md("renamed"))
+    store.delete("renamed")
+    assert store.list_skills() == [] and not (store.root / "ops" / "renamed").exists()
+
+
+def test_two_skills_claiming_one_name_are_problems_not_a_crash(store):
+    store.create("deploy", skill_md("deploy"), category="ops")
+    _put(store.root / "web" / "ship", skill_md("deploy"))
+    store.create("other", skill_md("other"))
+    assert [s.name for s in store.list_skills()] == ["other"]
+    problems = {p.parent.parent.name: why for p, why in store.problems()}
+    assert set(problems) == {"ops", "web"}
+    assert "2 skills are named 'deploy'" in problems["ops"] and "web/ship" in problems["ops"]
+    with pytest.raises(SkillError, match="2 skills are named 'deploy'") as info:
+        store.view("deploy")
+    assert info.value.data["reason"] == "invalid"
+    assert store.view("ship")["category"] == "web"  # its folder's name still reaches it
+    with pytest.raises(SkillError, match="exists"):
+        store.create("deploy", skill_md("deploy"))
+    assert "deploy" not in (store.index() or "")
+    result = json.loads(skill_tool(store, "skill_view", {"name": "deploy"}))
+    assert (result["success"], result["reason"]) == (False, "invalid")
 
 
 def test_the_index_is_bounded_and_withholds_poisoned_descriptions(store):

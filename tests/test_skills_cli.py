@@ -57,7 +57,28 @@ def test_validate_reports_each_problem(hermes_home, tmp_path):
     single = tmp_path / "SKILL.md"
     single.write_text(skill_md("tmp-skill"), encoding="utf-8")
     alone = invoke("skills", "validate", str(single), "--json")
-    assert json.loads(alone.stdout)["invalid"] == 1  # its folder is not named tmp-skill
+    assert json.loads(alone.stdout)["invalid"] == 0  # its folder's name is not its name
+
+
+def test_validate_reports_two_skills_claiming_one_name(hermes_home):
+    root = hermes_home / "skills"
+    SkillStore(root).create("deploy", skill_md("deploy"), category="ops")
+    (root / "web" / "ship").mkdir(parents=True)
+    (root / "web" / "ship" / "SKILL.md").write_text(skill_md("deploy"), encoding="utf-8")
+    result = invoke("skills", "validate")
+    assert result.exit_code == 1 and "2 checked, 2 invalid" in result.stdout
+    lines = result.stdout.splitlines()
+    assert (
+        lines[0]
+        == f"{root}/ops/deploy/SKILL.md: 2 skills are named 'deploy': ops/deploy, web/ship; rename all but one"
+    )
+    assert invoke("skills", "validate", str(root / "web")).exit_code == 0  # alone there
+    listed = invoke("skills", "list")
+    assert listed.exit_code == 0 and listed.stdout == "no skills in " + str(root) + "\n"
+    assert listed.stderr.count("2 skills are named 'deploy'") == 2
+    shown = invoke("skills", "show", "deploy")
+    assert shown.exit_code == 1 and "2 skills are named 'deploy'" in shown.stderr
+    assert "Traceback" not in shown.output
 
 
 def test_a_description_over_several_lines_prints_on_one(hermes_home):

@@ -7,7 +7,9 @@ The threat scanner judges them in its skill scope (``memory.skill_threats``),
 designed on the first 34 (the strict rules, written for memory notes, refused
 eight of them); the other 138 were held out and scored once, after that design
 was fixed. The ones still refused are listed below with why: a fix takes a skill
-off its table, and the strict xfail fails until then.
+off its table, and the strict xfail fails until then. 18 have a front-matter name
+other than their folder's (``vllm/`` is ``serving-llms-vllm``): as in Hermes,
+they go by the front-matter name and their folder's name reaches them too.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from hermes_context.cli.main import cli
-from hermes_context.skills import SkillStore, parse_skill
+from hermes_context.skills import SkillError, SkillStore, parse_skill, skill_tool
 
 CORPUS = Path(__file__).parent / "data" / "hermes_skills"
 SKILL_FILES = sorted(CORPUS.rglob("SKILL.md"))
@@ -66,22 +68,17 @@ def _front_matter_name(skill_file: Path) -> str:
 
 
 # Held-out skills whose front-matter name is not their folder's (vllm is serving-llms-vllm):
-# Hermes goes by the front matter, SkillStore wants the two equal, so they are problems.
+# Hermes goes by the front matter and also finds them by their folder's name.
 NAME_DIFFERS = {p for p in SKILL_FILES if _front_matter_name(p) != p.parent.name}
-NAMED = [p for p in SKILL_FILES if p not in NAME_DIFFERS]
 
 
 def _rel(skill_file: Path) -> str:
     return skill_file.relative_to(CORPUS).parent.as_posix()
 
 
-def _param(skill_file: Path, *, scanned: bool = True):
-    reasons = []
-    if skill_file in NAME_DIFFERS:
-        reasons.append(f"its front matter names it {_front_matter_name(skill_file)!r}")
-    if scanned and skill_file.parent.name in SCANNER_REFUSALS:
-        reasons.append(f"refused: {SCANNER_REFUSALS[skill_file.parent.name]}")
-    marks = [pytest.mark.xfail(strict=True, reason="; ".join(reasons))] if reasons else []
+def _param(skill_file: Path):
+    refused = SCANNER_REFUSALS.get(skill_file.parent.name)
+    marks = [pytest.mark.xfail(strict=True, reason=f"refused: {refused}")] if refused else []
     return pytest.param(skill_file, id=_rel(skill_file), marks=marks)
 
 
@@ -110,8 +107,11 @@ def test_the_corpus_is_what_its_readme_says():
     for path in SKILL_FILES:
         assert f"| `{_rel(path)}` |" in readme
     assert len(held_out) == 138
-    names = [p.parent.name for p in SKILL_FILES]
-    assert len(set(names)) == len(names)  # skills are found by name
+    folders = [p.parent.name for p in SKILL_FILES]
+    names = [_front_matter_name(p) for p in SKILL_FILES]
+    assert len(set(folders)) == len(folders) and len(set(names)) == len(names)
+    # no folder's name is another skill's front-matter name, so every folder name reaches one
+    assert not {p.parent.name for p in NAME_DIFFERS} & set(names)
     assert {_rel(p) for p in NAME_DIFFERS} <= held_out and len(NAME_DIFFERS) == 18
     assert set(SCANNER_REFUSALS) <= {p.parent.name for p in SKILL_FILES if _rel(p) in held_out}
 
@@ -127,17 +127,15 @@ def test_validate_of_a_hermes_home_checks_every_skill_however_deep(home):
     checked = sorted(Path(r["path"]).relative_to(home / "skills") for r in report["results"])
     assert checked == [p.relative_to(CORPUS) for p in SKILL_FILES]
     refused = {Path(r["path"]).parent.name for r in report["results"] if r["problems"]}
-    assert refused == set(SCANNER_REFUSALS) | {p.parent.name for p in NAME_DIFFERS}
+    assert refused == set(SCANNER_REFUSALS)
 
 
 def test_list_shows_every_bundled_skill_in_its_hermes_category(home):
     result = _invoke("skills", "list", "--home", str(home), "--json")
     listed = json.loads(result.stdout)
-    assert sorted(Path(p["path"]).parent.name for p in listed["problems"]) == sorted(
-        p.parent.name for p in NAME_DIFFERS
-    )
+    assert listed["problems"] == []
     expected = []
-    for path in NAMED:
+    for path in SKILL_FILES:
         doc = parse_skill(path.read_text(encoding="utf-8"))
         expected.append(
             {"name": doc.name, "description": doc.description, "category": _hermes_category(path)}
@@ -146,10 +144,14 @@ def test_list_shows_every_bundled_skill_in_its_hermes_category(home):
     assert sorted(listed["skills"], key=key) == sorted(expected, key=key)
     human = _invoke("skills", "list", "--home", str(home)).stdout.splitlines()
     assert "mlops/llama-cpp  llama.cpp local GGUF inference + HF Hub model discovery." in human
-    assert len(human) == len(NAMED)
+    assert (
+        "mlops/serving-llms-vllm  vLLM: high-throughput LLM serving, OpenAI API, quantization."
+        in human
+    )
+    assert len(human) == len(SKILL_FILES)
 
 
-@pytest.mark.parametrize("skill_file", [_param(p, scanned=False) for p in SKILL_FILES])
+@pytest.mark.parametrize("skill_file", [pytest.param(p, id=_rel(p)) for p in SKILL_FILES])
 def test_show_renders_every_bundled_skill(home, skill_file):
     doc = parse_skill(skill_file.read_text(encoding="utf-8"))
     result = _invoke("skills", "show", doc.name, "--home", str(home))
@@ -159,6 +161,29 @@ def test_show_renders_every_bundled_skill(home, skill_file):
     assert doc.body.splitlines()[0] in lines
     data = json.loads(_invoke("skills", "show", doc.name, "--home", str(home), "--json").stdout)
     assert (data["category"], data["body"]) == (_hermes_category(skill_file), doc.body)
+    by_folder = _invoke("skills", "show", skill_file.parent.name, "--home", str(home), "--json")
+    assert json.loads(by_folder.stdout) == data  # Hermes finds a skill by its folder's name too
+
+
+def test_the_agent_views_a_skill_by_either_name(home):
+    """skill_view as Hermes's: the front-matter name skills_list gives, or the folder's."""
+    store = SkillStore(home / "skills")
+    listed = json.loads(skill_tool(store, "skills_list", {"category": "mlops"}))["skills"]
+    assert {"serving-llms-vllm", "llama-cpp"} <= {s["name"] for s in listed}
+    views = [
+        json.loads(skill_tool(store, "skill_view", {"name": name}))
+        for name in ("serving-llms-vllm", "vllm")
+    ]
+    assert views[0] == views[1] and views[0]["success"] and views[0]["name"] == "serving-llms-vllm"
+    store.write_file("vllm", "references/flags.md", "--max-model-len 8192\n")
+    reference = json.loads(
+        skill_tool(
+            store, "skill_view", {"name": "serving-llms-vllm", "file_path": "references/flags.md"}
+        )
+    )
+    assert reference["content"] == "--max-model-len 8192\n"
+    assert (home / "skills/mlops/inference/vllm/references/flags.md").is_file()
+    assert "- serving-llms-vllm: vLLM: high-throughput" in store.index(max_tokens=100_000)
 
 
 def _skill(folder: Path, name: str) -> None:
@@ -188,9 +213,25 @@ def test_skills_are_found_as_hermes_finds_them(tmp_path):
 
 
 def test_the_agent_can_save_every_bundled_skill_through_the_store(tmp_path):
-    """skill_manage's path: every write is threat-scanned, in the skill scope."""
+    """skill_manage's path: every write is threat-scanned, in the skill scope; a skill it
+    creates sits in a folder of its own name, whatever folder Hermes ships it in."""
     store = SkillStore(tmp_path / "skills")
-    saved = [p for p in NAMED if p.parent.name not in SCANNER_REFUSALS]
+    saved = [p for p in SKILL_FILES if p.parent.name not in SCANNER_REFUSALS]
     for path in saved:
-        store.create(path.parent.name, path.read_text(encoding="utf-8"))
-    assert len(store.list_skills()) == len(saved)
+        store.create(_front_matter_name(path), path.read_text(encoding="utf-8"))
+    listed = store.list_skills()
+    assert len(listed) == len(saved) and all(s.path.name == s.name for s in listed)
+    assert (store.root / "serving-llms-vllm" / "SKILL.md").is_file()
+
+
+def test_edits_of_a_bundled_skill_stay_in_its_hermes_folder(home):
+    """Edit and patch reach ``mlops/vllm`` by either name and keep its front-matter name."""
+    store = SkillStore(home / "skills")
+    skill_file = home / "skills" / "mlops" / "inference" / "vllm" / "SKILL.md"
+    text = skill_file.read_text(encoding="utf-8")
+    store.edit("serving-llms-vllm", text.replace("vLLM", "vLLM (edited)", 1))
+    store.patch("vllm", "vLLM (edited)", "vLLM (patched)")
+    assert "vLLM (patched)" in skill_file.read_text(encoding="utf-8")
+    with pytest.raises(SkillError, match="serving-llms-vllm"):
+        store.edit("vllm", text.replace("name: serving-llms-vllm", "name: vllm"))
+    assert [p.parent.name for p in (home / "skills").rglob("SKILL.md")].count("vllm") == 1

@@ -11,6 +11,7 @@ from ..config import load_config
 from ..errors import SecurityError
 from ..memory import visible
 from ..skills import SkillError, SkillFormatError, SkillStore, parse_skill
+from ..skills.store import name_clash
 from ._common import (
     EXIT_FAILURE,
     EXIT_NOT_FOUND,
@@ -110,26 +111,35 @@ def validate(path: str | None, hermes_home: str | None, as_json: bool) -> None:
 
 
 def _validate(path: Path | None, hermes_home: str | None) -> list[dict[str, Any]]:
-    if path is None:
-        files = _store(hermes_home).skill_files()
-    elif path.is_dir():
-        files = sorted(path.rglob("SKILL.md"))
-    else:
-        files = [path]
+    """Each SKILL.md's problems; a name that several of them claim is one for each.
+
+    As in Hermes, a skill goes by its front-matter name, whatever its folder is called.
+    """
     store = _store(hermes_home)
-    out = []
+    if path is None:
+        base, files = store.root, store.skill_files()
+    elif path.is_dir():
+        base, files = path, sorted(path.rglob("SKILL.md"))
+    else:
+        base, files = path.parent, [path]
+    out: list[dict[str, Any]] = []
+    claims: dict[str, list[int]] = {}
     for file in files:
-        problems = []
+        problems: list[str] = []
         try:
             doc = parse_skill(file.read_text(encoding="utf-8"))
-            if file.name == "SKILL.md" and doc.name != file.parent.name:
-                problems.append(f"front-matter name {doc.name!r} differs from its folder")
+            claims.setdefault(doc.name, []).append(len(out))
             store.check_threats(f"{doc.description}\n{doc.body}", doc.name)
         except (SkillFormatError, SecurityError) as exc:
             problems.append(str(exc))
         except (OSError, UnicodeDecodeError) as exc:
             problems.append(f"cannot read: {exc}")
         out.append({"path": str(file), "problems": problems})
+    for name, indexes in claims.items():
+        if len(indexes) > 1:
+            clash = name_clash(name, [files[i].parent for i in indexes], base)
+            for i in indexes:
+                out[i]["problems"].insert(0, clash)
     return out
 
 

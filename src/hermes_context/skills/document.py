@@ -21,6 +21,10 @@ SKILL_FILE = "SKILL.md"
 # The only folders a skill's supporting files may live in.
 SUPPORT_DIRS = ("references", "templates", "scripts", "assets")
 _FENCE = "---"
+# libyaml's loader when PyYAML was built with it: the same values, ten times faster on
+# Hermes's front matter (172 bundled skills: 0.33 s -> 0.03 s); finding a skill by its
+# front-matter name reads every SKILL.md.
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class SkillFormatError(ValueError):
@@ -73,7 +77,7 @@ def parse_skill(text: str) -> SkillDocument:
             "the front matter is not closed: add a line '---' after it"
         ) from None
     try:
-        meta = yaml.safe_load("\n".join(lines[1:end])) or {}
+        meta = yaml.load("\n".join(lines[1:end]), Loader=_YAML_LOADER) or {}
     except yaml.YAMLError as exc:
         raise SkillFormatError(f"the front matter is not valid YAML: {_one_line(exc)}") from None
     if not isinstance(meta, dict):

@@ -2,7 +2,12 @@
 
 Layout: ``skills/[category/]<name>/SKILL.md`` plus supporting files under
 ``references/``, ``templates/``, ``scripts/`` and ``assets/``. A folder holding
-a ``SKILL.md`` is a skill; a folder without one is a category. Writes are
+a ``SKILL.md`` is a skill; a folder without one is a category. As in Hermes
+Agent, a skill goes by the ``name`` of its front matter, which Hermes's bundled
+skills do not always give their folder (``mlops/inference/vllm`` is
+``serving-llms-vllm``); the folder's name reaches it too, when no skill has
+that name. Two skills of one name are problems, found by neither. A skill
+created here gets a folder of its own name. Writes are
 atomic (temp file, fsync, rename) and serialised across processes by an
 ``flock`` on ``skills/.lock``, so the agent and a background review can write
 at once.
@@ -90,6 +95,15 @@ class SkillInfo:
         return {"name": self.name, "description": self.description, "category": self.category}
 
 
+@dataclass
+class _Entry:
+    """A skill folder as scanned: its info when its SKILL.md reads, else the problem."""
+
+    folder: Path
+    info: SkillInfo | None
+    problem: str | None
+
+
 class SkillError(StoreError):
     """A skill operation was refused; ``data["reason"]`` is not_found, exists or invalid."""
 
@@ -116,14 +130,16 @@ class SkillStore:
 
     def list_skills(self) -> list[SkillInfo]:
         """Every valid skill, by category then name (invalid ones are in ``problems``)."""
-        found = [
-            info for (info, problem), _ in self._scan_paths() if info is not None and not problem
-        ]
+        found = [entry.info for entry in self._scan() if entry.info and not entry.problem]
         return sorted(found, key=lambda info: (info.category or "", info.name))
 
     def problems(self) -> list[tuple[Path, str]]:
-        """``(SKILL.md path, what is wrong)`` for each skill that does not load."""
-        return [(path, problem) for (info, problem), path in self._scan_paths() if problem]
+        """``(SKILL.md path, what is wrong)`` for each skill that does not load.
+
+        A SKILL.md that does not parse, one that is a symlink out of the library,
+        and each of two or more skills claiming one front-matter name.
+        """
+        return [(e.folder / SKILL_FILE, e.problem) for e in self._scan() if e.problem]
 
     def get(self, name: str) -> SkillDocument:
         """The parsed SKILL.md of ``name``."""
@@ -185,13 +201,17 @@ class SkillStore:
     # -- writing --------------------------------------------------------------
 
     def create(self, name: str, content: str, *, category: str | None = None) -> dict[str, Any]:
-        """Create a skill from a whole SKILL.md; its front-matter name must be ``name``."""
+        """Create a skill from a whole SKILL.md in a folder named ``name``, its front-matter name.
+
+        Refused when a skill has that name or a folder of that name holds a skill.
+        """
         check_name(name)
         if category is not None:
             check_name(category, "category")
         doc = self._checked(content, name)
         with self._lock():
-            if self._find(name) is not None:
+            named, folders = self._matches(name)
+            if named or folders:
                 raise SkillError(
                     f"a skill named {name!r} exists; use action 'edit' or 'patch'", reason="exists"
                 )
@@ -201,10 +221,10 @@ class SkillStore:
         return {"name": doc.name, "category": category, "path": str(folder / SKILL_FILE)}
 
     def edit(self, name: str, content: str) -> dict[str, Any]:
-        """Replace a skill's whole SKILL.md."""
-        doc = self._checked(content, name)
+        """Replace a skill's whole SKILL.md; the front-matter name stays the skill's."""
         with self._lock():
             folder = self._folder(name)
+            doc = self._checked(content, self._name_of(folder))
             _write(folder / SKILL_FILE, content)
         return {"name": doc.name, "path": str(folder / SKILL_FILE)}
 
@@ -247,7 +267,7 @@ class SkillStore:
             if file_path:
                 self.check_threats(updated, f"{name}/{file_path}")
             else:
-                self._checked(updated, name)
+                self._checked(updated, self._name_of(folder))
             _write(path, updated)
         return {"name": name, "file_path": file_path or SKILL_FILE, "replacements": count}
 
@@ -303,18 +323,31 @@ class SkillStore:
             return []
         return list(_skill_folders(self.root, 0))
 
-    def _scan_paths(self) -> Iterator[tuple[tuple[SkillInfo | None, str | None], Path]]:
-        for folder in self.skill_folders():
-            yield self._load_info(folder, self._category(folder)), folder / SKILL_FILE
+    def _scan(self) -> list[_Entry]:
+        """Every skill folder, read: its info, or what is wrong with it.
 
-    def _load_info(self, folder: Path, category: str | None) -> tuple[SkillInfo | None, str | None]:
-        try:
-            doc = self._read(folder)
-        except (SkillFormatError, SkillError, OSError, UnicodeDecodeError) as exc:
-            return None, str(exc)
-        if doc.name != folder.name:
-            return None, f"front-matter name {doc.name!r} differs from its folder {folder.name!r}"
-        return SkillInfo(doc.name, doc.description, category, folder), None
+        A name claimed by two or more skills makes each of them a problem that
+        names the others, since a lookup by that name could not choose.
+        """
+        entries = []
+        for folder in self.skill_folders():
+            try:
+                doc = self._read(folder)
+            except (SkillFormatError, SkillError, OSError, UnicodeDecodeError) as exc:
+                entries.append(_Entry(folder, None, str(exc)))
+                continue
+            info = SkillInfo(doc.name, doc.description, self._category(folder), folder)
+            entries.append(_Entry(folder, info, None))
+        claims: dict[str, list[_Entry]] = {}
+        for entry in entries:
+            if entry.info is not None:
+                claims.setdefault(entry.info.name, []).append(entry)
+        for name, claimants in claims.items():
+            if len(claimants) > 1:
+                problem = name_clash(name, [c.folder for c in claimants], self.root)
+                for entry in claimants:
+                    entry.problem = problem
+        return entries
 
     def _read(self, folder: Path) -> SkillDocument:
         path = folder / SKILL_FILE
@@ -324,16 +357,43 @@ class SkillStore:
             )
         return parse_skill(path.read_text(encoding="utf-8"))
 
-    def _find(self, name: str) -> Path | None:
+    def _matches(self, name: str) -> tuple[list[Path], list[Path]]:
+        """(folders of skills whose front matter says ``name``, folders named ``name``)."""
         check_name(name)
-        direct = [self.root / name] if (self.root / name / SKILL_FILE).is_file() else []
-        for candidate in direct + [f for f in self.skill_folders() if f.name == name]:
+        named, folders = [], []
+        for entry in self._scan():
+            if entry.info is not None and entry.info.name == name:
+                named.append(entry.folder)
+            if entry.folder.name == name:
+                folders.append(entry.folder)
+        return named, folders
+
+    def _find(self, name: str) -> Path | None:
+        """The skill folder ``name`` reaches: by front-matter name, else by folder name.
+
+        Hermes's ``skill_view`` takes either; a name that reaches two skills is
+        refused, as Hermes refuses it, rather than picking one.
+        """
+        named, folders = self._matches(name)
+        candidates = named or folders
+        if len(candidates) > 1:
+            raise SkillError(
+                name_clash(name, candidates, self.root, by_folder=not named), reason="invalid"
+            )
+        for candidate in candidates:
             if not _inside(candidate.resolve(), self.root.resolve()):
                 raise SkillError(
                     f"skill {name!r} is a symlink out of the skills folder", reason="invalid"
                 )
             return candidate
         return None
+
+    def _name_of(self, folder: Path) -> str:
+        """The skill's name: its front matter's, or its folder's when that does not parse."""
+        try:
+            return self._read(folder).name
+        except (SkillFormatError, SkillError, OSError, UnicodeDecodeError):
+            return folder.name
 
     def _folder(self, name: str) -> Path:
         folder = self._find(name)
@@ -411,6 +471,13 @@ class SkillStore:
             yield
         finally:
             os.close(fd)
+
+
+def name_clash(name: str, folders: list[Path], root: Path, *, by_folder: bool = False) -> str:
+    """What is wrong when ``name`` is claimed by several skills (``folders``, under ``root``)."""
+    where = ", ".join(folder.relative_to(root).as_posix() for folder in folders)
+    claim = "skills' folders are" if by_folder else "skills are"
+    return f"{len(folders)} {claim} named {name!r}: {where}; rename all but one"
 
 
 def _skill_folders(folder: Path, depth: int) -> Iterator[Path]:
