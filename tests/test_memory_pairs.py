@@ -50,7 +50,9 @@ def test_the_halves_of_a_split_attack_link(first, second):
 
 def test_most_split_attacks_link_and_ordinary_files_rarely_do():
     rows = [json.loads(line) for p in sorted(DATA.glob("*.jsonl")) for line in p.open()]
-    halves = [r["entries"] for r in rows if "entries" in r and r["label"] == "malicious"]
+    halves = [  # attacks in two entries (heldout_z1/z2 hold 3-5 entries a row, untuned)
+        r["entries"] for r in rows if len(r.get("entries", ())) == 2 and r["label"] == "malicious"
+    ]
     linked = sum(_linked(a, b) for a, b in halves)
     assert linked / len(halves) >= 0.8  # 611 of 724 when written
     notes = [r["text"] for r in rows if r["label"] == "benign" and "text" in r][:2_000]
