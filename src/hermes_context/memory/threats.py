@@ -50,6 +50,12 @@ from importlib import resources
 from importlib.util import find_spec
 from pathlib import Path
 
+from ..credentials import (
+    BEARER_PATTERN,
+    PRIVATE_KEY_HEADER,
+    PROVIDER_KEY_PATTERNS,
+    URL_USERINFO_PATTERN,
+)
 from . import semantic as _semantic
 from .deobfuscate import folded, views
 from .pairs import judged_pairs
@@ -279,15 +285,10 @@ RULE_KEYWORDS: dict[str, tuple[str, ...]] = {
     ),
     "config_tamper.hermes_home": ("hermes",),
     "config_tamper.disable_safety": ("security", "safety", "threat", "write_approval"),
-    "secret.anthropic_key": ("sk-ant-",),
-    "secret.openai_key": ("sk-",),
-    "secret.github_token": ("gh", "github_pat_"),
-    "secret.aws_access_key": ("akia", "asia", "abia", "acca"),
-    "secret.aws_secret_key": ("aws_secret_access_key",),
-    "secret.slack_token": ("xox",),
-    "secret.google_api_key": ("aiza",),
-    "secret.stripe_key": ("k_live_",),
+    **{f"secret.{kind}": keywords for kind, _, _, keywords in PROVIDER_KEY_PATTERNS},
     "secret.private_key_block": ("private key",),
+    "secret.bearer_token": ("bearer",),
+    "secret.url_credentials": ("://",),
     "secret.assignment": ("key", "token", "bearer", "password", "passwd", "secret"),
     "exfil.secret_to_destination": (
         ".env",
@@ -674,31 +675,10 @@ CONFIG_RULES = _rules(
 )
 
 SECRET_RULES = _rules(
-    ("secret.anthropic_key", r"\bsk-ant-[A-Za-z0-9_-]{20,}", "Anthropic API key"),
-    (
-        "secret.openai_key",
-        r"\bsk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
-        "OpenAI-style API key",
-    ),
-    (
-        "secret.github_token",
-        r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
-        "GitHub token",
-    ),
-    ("secret.aws_access_key", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b", "AWS access key id"),
-    (
-        "secret.aws_secret_key",
-        r"\baws_secret_access_key\s*[=:]\s*[\"']?[A-Za-z0-9/+=]{40}",
-        "AWS secret key",
-    ),
-    ("secret.slack_token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}", "Slack token"),
-    ("secret.google_api_key", r"\bAIza[0-9A-Za-z_-]{35}\b", "Google API key"),
-    ("secret.stripe_key", r"\b[sr]k_live_[0-9A-Za-z]{20,}", "Stripe live key"),
-    (
-        "secret.private_key_block",
-        r"-----BEGIN (?:[A-Z]+ )*PRIVATE KEY(?: BLOCK)?-----",
-        "private key",
-    ),
+    *((f"secret.{kind}", rx, desc) for kind, rx, desc, _ in PROVIDER_KEY_PATTERNS),
+    ("secret.private_key_block", PRIVATE_KEY_HEADER, "private key"),
+    ("secret.bearer_token", BEARER_PATTERN, "bearer token"),
+    ("secret.url_credentials", URL_USERINFO_PATTERN, "password inside a URL"),
     (
         "secret.assignment",
         r"\b(?:api[_-]?key|secret[_-]?key|access[_-]?token|auth[_-]?token|bearer|password|passwd|client[_-]?secret|private[_-]?key)\b[\"']?\s*(?:[=:]|\s+is\s*:?)\s*[\"']?(?=[A-Za-z0-9_\-/+=]*\d)(?=[A-Za-z0-9_\-/+=]*[A-Za-z])[A-Za-z0-9_\-/+=]{16,}",
