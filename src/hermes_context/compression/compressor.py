@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..credentials import redact_credentials, redact_message
 from ..errors import ConfigError, LLMAPIError
 from ..messages import (
     check_message_shape,
@@ -594,6 +595,10 @@ class ContextCompressor:
             summariser="none",
         )
         turns, previous, previous_at = assembly.summary_inputs(original, bounds)
+        # Everything made from these turns (handoff, pinned items, the LLM's
+        # input) sees them with credentials redacted; ``original`` stays lossless.
+        turns = [redact_message(m) for m in turns]
+        previous = redact_credentials(previous) if previous else previous
         if not turns:
             return self._finish_pruned(
                 original, pruned, tokens_before, report, "nothing to summarise"
@@ -625,7 +630,9 @@ class ContextCompressor:
             return self._unchanged(
                 original, tokens_before, report=report, aborted=True, error=summary.error
             )
-        messages, lineage = assembly.assemble(pruned.messages, bounds, summary.text, original)
+        # An LLM may echo a credential it saw in a reused prefix: the summary is redacted too.
+        text = redact_credentials(summary.text)
+        messages, lineage = assembly.assemble(pruned.messages, bounds, text, original)
         tokens_after = estimate_messages_tokens_rough(messages)
         if tokens_after >= after_prune:
             return self._finish_pruned(
@@ -648,7 +655,7 @@ class ContextCompressor:
             tokens_before=tokens_before,
             tokens_after=tokens_after,
             dropped=len(middle),
-            summary=summary.text,
+            summary=text,
             used_fallback=summary.used_fallback,
             error=summary.error,
             report=report,

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..credentials import redact_credentials, redact_value
 from ..messages import content_text, json_loads_or_none, without_lone_surrogates
 from ..tokens import estimate_message_tokens_rough
 from .tool_summaries import summarize_tool_result
@@ -76,7 +77,8 @@ def _has_image(content: Any) -> bool:
 
 def _summarised_content(message: dict[str, Any], calls: dict[str, tuple[str, Any]]) -> str:
     name, args = calls.get(str(message.get("tool_call_id")), (message.get("name") or "tool", {}))
-    line = summarize_tool_result(name, args, message.get("content"))
+    # Redacted before summarising: a cut could leave a credential too short to recognise.
+    line = summarize_tool_result(name, redact_value(args), redact_value(message.get("content")))
     if _has_image(message.get("content")):
         line += "\n" + SCREENSHOT_PLACEHOLDER
     return line
@@ -124,7 +126,7 @@ def _summarise_old(
 
 def _truncate_leaves(value: Any) -> Any:
     if isinstance(value, str) and len(value) > ARG_LEAF_MAX_CHARS:
-        return value[:ARG_LEAF_MAX_CHARS] + ARG_TRUNCATED_SUFFIX
+        return redact_credentials(value)[:ARG_LEAF_MAX_CHARS] + ARG_TRUNCATED_SUFFIX
     if isinstance(value, dict):
         return {k: _truncate_leaves(v) for k, v in value.items()}
     if isinstance(value, list):
