@@ -170,9 +170,14 @@ def _neighbours_only(texts: list[str]) -> list[tuple[int, int]]:
     return [(i, i + 1) for i in range(len(texts) - 1)]
 
 
+# The batches --apart reads: the untuned ones whose split attacks are two entries each
+# (heldout_z1/z2 write theirs over 3-5 entries, with the notes between already there).
+APART_BATCHES = tuple(f"heldout_{x}" for x in "rstuvwxy")
+
+
 def apart(semantic: bool, files: int) -> dict[str, Any]:
     """Split attacks with notes between their halves, and whole ordinary files, two pairings."""
-    rows = [r for name, (path, kind) in BATCHES.items() if kind == "untuned" for r in load(path)]
+    rows = [r for name in APART_BATCHES for r in load(BATCHES[name][0])]
     splits = [r["entries"] for r in rows if r["label"] == "malicious" and "entries" in r]
     notes = [r["text"] for r in rows if r["label"] == "benign" and r["family"] in MEMORY_LIKE]
     ordinary: list[list[str]] = [[]]
