@@ -13,9 +13,12 @@ answers "ok" to every request) with the same conversation of N messages
 Per request we report the wall time of the whole cycle and, for the agent, its
 own time: the cycle minus the time inside the HTTP call (prompt assembly,
 estimate, compression check, persistence to state.db, tool dispatch, result
-building). Medians and p95 over ``--requests`` requests per size.
+building). Medians and p95 over ``--requests`` requests per size. Only the
+turn's own model requests are taken out: the background memory review (due
+every ``memory.nudge_interval`` turns) calls the model from its own thread;
+its requests are counted and timed apart (``--no-review`` turns it off).
 
-Usage: python benchmarks/agent.py [--sizes 100,1000,5000] [--requests 30] [--json]
+Usage: python benchmarks/agent.py [--sizes 100,1000,5000] [--requests 30] [--no-review] [--json]
 Exit status 1 when a target fails: at 1,000 messages the agent's cycle is
 within 2x of the bare loop's and its own time is under 10 ms at p95.
 """
@@ -27,6 +30,7 @@ import json
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -70,8 +74,14 @@ def bare_loop(server: ScriptedLLMServer, base: list[dict[str, Any]], requests: i
 
 
 def agent_loop(
-    server: ScriptedLLMServer, base: list[dict[str, Any]], requests: int, home: Path
-) -> tuple[list[float], list[float]]:
+    server: ScriptedLLMServer, base: list[dict[str, Any]], requests: int, home: Path, review: bool
+) -> tuple[list[float], list[float], list[float]]:
+    """Per turn the cycle and the agent's own time; and the background reviews' request times.
+
+    Only the requests made on the turn's thread count against the turn: the background
+    review (memory on: every ``memory.nudge_interval`` turns) calls the model from its own
+    thread, possibly while the next turn runs, and is reported apart.
+    """
     agent = AIAgent(
         base_url=server.base_url,
         api_key="x",
@@ -83,7 +93,10 @@ def agent_loop(
         context_length=100_000_000,
         use_llm_summary=False,
     )
-    in_call: list[float] = []
+    agent.reviewer.enabled = review
+    turn_thread = threading.get_ident()
+    turn_in_call: list[float] = []
+    review_calls: list[float] = []
     chat = agent.client.chat
 
     def timed_chat(*args: Any, **kwargs: Any) -> Any:
@@ -91,30 +104,36 @@ def agent_loop(
         try:
             return chat(*args, **kwargs)
         finally:
-            in_call.append(time.perf_counter() - start)
+            spent = time.perf_counter() - start
+            on_turn = threading.get_ident() == turn_thread
+            (turn_in_call if on_turn else review_calls).append(spent)
 
     agent.client.chat = timed_chat  # type: ignore[method-assign]
     agent.run_conversation("warm up", conversation_history=base)
-    in_call.clear()
-    totals = []
+    totals, own = [], []
     for i in range(requests):
+        turn_in_call.clear()
         start = time.perf_counter()
         result = agent.run_conversation(f"question {i}")
         totals.append(time.perf_counter() - start)
         assert result["final_response"] == "ok" and not result["compressions"]
+        own.append(totals[-1] - sum(turn_in_call))
+    agent.reviewer.wait()
     agent.close()
-    own = [t - c for t, c in zip(totals, in_call, strict=True)]
-    return totals, own
+    return totals, own, review_calls
 
 
-def measure(size: int, requests: int) -> dict[str, Any]:
+def measure(size: int, requests: int, review: bool) -> dict[str, Any]:
     base = history(size)
     with ScriptedLLMServer(responder=lambda body: Reply.text("ok")) as server:
         bare = bare_loop(server, base, requests)
         with tempfile.TemporaryDirectory() as tmp:
-            totals, own = agent_loop(server, base, requests, Path(tmp))
+            totals, own, review_calls = agent_loop(server, base, requests, Path(tmp), review)
     ms = 1_000
     return {
+        "review": review,
+        "review_requests": len(review_calls),
+        "review_request_ms": sum(review_calls) * ms,
         "messages": len(base) + 1,
         "bare_median_ms": statistics.median(bare) * ms,
         "bare_p95_ms": p95(bare) * ms,
@@ -130,12 +149,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100,1000,5000")
     parser.add_argument("--requests", type=int, default=30)
+    parser.add_argument(
+        "--no-review", action="store_true", help="background memory reviews off (memory still on)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+    except ValueError:
+        parser.error(f"--sizes takes comma-separated message counts, got {args.sizes!r}")
+    if args.requests < 1 or not sizes or min(sizes) < 1:
+        parser.error("--requests and every size must be >= 1")
     rows = []
-    for size in (int(s) for s in args.sizes.split(",")):
+    for size in sizes:
         print(f"measuring {size:,} messages ...", file=sys.stderr)
-        rows.append({"size": size, **measure(size, args.requests)})
+        rows.append({"size": size, **measure(size, args.requests, not args.no_review)})
     targets = []
     for row in rows:
         if row["size"] == TARGET_SIZE:
@@ -160,15 +188,16 @@ def main() -> int:
     else:
         print(
             "| messages | bare median ms | bare p95 ms | agent median ms | agent p95 ms "
-            "| agent own median ms | agent own p95 ms | agent / bare |"
+            "| agent own median ms | agent own p95 ms | agent / bare | review requests |"
         )
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in rows:
             print(
                 f"| {r['messages']:,} | {r['bare_median_ms']:.1f} | {r['bare_p95_ms']:.1f} | "
                 f"{r['agent_median_ms']:.1f} | {r['agent_p95_ms']:.1f} | "
                 f"{r['agent_own_median_ms']:.2f} | {r['agent_own_p95_ms']:.2f} | "
-                f"{r['ratio_median']:.2f}x |"
+                f"{r['ratio_median']:.2f}x | {r['review_requests']} "
+                f"({r['review_request_ms']:.1f} ms) |"
             )
         print()
         for name, value, ok, unit in targets:

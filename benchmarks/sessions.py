@@ -13,7 +13,7 @@ file dumps — and 5% Chinese/Japanese/Korean) is stored twice in the same run:
   like-for-like baseline) and a full ``ORDER BY rank`` over every match;
 * size: database bytes per message after a WAL checkpoint.
 
-Usage: python benchmarks/sessions.py [--messages 1000000] [--sessions 10000]
+Usage: python benchmarks/sessions.py [--messages 1000000] [--sessions MESSAGES/100]
        [--batch 10] [--queries 200] [--seed 0] [--dir DIR] [--json]
 """
 
@@ -299,13 +299,22 @@ def _size(path: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
-    parser.add_argument("--sessions", type=int, default=10_000)
+    parser.add_argument(
+        "--sessions", type=int, default=None, help="default: one per 100 messages, at least 1"
+    )
     parser.add_argument("--batch", type=int, default=10, help="messages per append call")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dir", default=None, help="where the databases go (default: a temp dir)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
+    if args.sessions is None:
+        args.sessions = max(1, args.messages // 100)
+    if args.messages < 1 or args.sessions < 1 or args.sessions > args.messages:
+        parser.error(
+            f"--messages ({args.messages}) and --sessions ({args.sessions}) must be >= 1, "
+            "with no more sessions than messages"
+        )
     workdir = Path(args.dir or tempfile.mkdtemp(prefix="hc-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
