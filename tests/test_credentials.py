@@ -113,3 +113,14 @@ def test_a_memory_write_carrying_a_provider_key_is_refused(hermes_home, text, se
     assert result["success"] is False and result["reason"] == "security"
     assert any(p.startswith("secret.") for p in result["pattern_ids"])
     assert secret not in "".join(store.entries("memory"))
+
+
+def test_a_placeholder_password_in_a_url_is_redacted_but_not_refused_as_memory():
+    """Documentation's `user:pass@` is no credential for the scanner; compaction still hides it."""
+    from hermes_context.memory.threats import scan_for_threats
+
+    example = "Compose sets DATABASE_URL=postgres://user:pass@db:5432/mydb for the app."
+    assert "secret.url_credentials" not in scan_for_threats(example, semantic=False)
+    assert "user:pass@" not in redact_credentials(example)
+    real = "The payments DB is postgres://refunds:Pa55w0rd@db.internal:5432/pay"
+    assert "secret.url_credentials" in scan_for_threats(real, semantic=False)

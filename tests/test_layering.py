@@ -20,9 +20,19 @@ ROOT = ""  # the component of ``hermes_context/__init__.py``: the curated public
 
 # errors, config (with hermes_config, Hermes Agent's keys read into ours), fileio,
 # messages, tokens import nothing internal beyond each other. synthetic (transcripts
-# for examples, tests and benchmarks) imports nothing internal at all, so it sits here too.
+# for examples, tests and benchmarks) imports nothing internal at all, so it sits here too,
+# as does credentials (the credential shapes memory's scanner and compaction share).
 BOTTOM = frozenset(
-    {"config", "errors", "fileio", "hermes_config", "messages", "synthetic", "tokens"}
+    {
+        "config",
+        "credentials",
+        "errors",
+        "fileio",
+        "hermes_config",
+        "messages",
+        "synthetic",
+        "tokens",
+    }
 )
 # Each imports only the bottom layer: compression talks to a summariser
 # interface, never to a concrete client.
@@ -273,8 +283,8 @@ def test_violations_name_file_line_and_import(sample):
     found = violations(_component_rule, sample)
     assert found[0] == (
         f"{PACKAGE}/compression/compressor.py:6: from .. import llm  ->  compression imports "
-        "only the bottom layer (config, errors, fileio, hermes_config, messages, synthetic, tokens), "
-        "not llm"
+        "only the bottom layer (config, credentials, errors, fileio, hermes_config, messages, "
+        "synthetic, tokens), not llm"
     )
     assert len(found) == 5  # llm twice, sessions, cli, memory; errors and prune are allowed
     assert any("nothing imports cli" in v for v in found)

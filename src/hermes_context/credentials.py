@@ -96,6 +96,14 @@ _AUTH_HEADER = re.compile(r"(?i)\b(bearer|basic|token)(\s+)([A-Za-z0-9._~+/=-]{1
 BEARER_PATTERN = r"\bbearer\s+(?=[\w.~+/=-]*\d)(?=[\w.~+/=-]*[A-Za-z])[A-Za-z0-9._~+/=-]{16,}"
 # ``scheme://user:password@`` as the memory scanner matches it.
 URL_USERINFO_PATTERN = r"\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@'\"<>\[\]]+:[^\s/@'\"<>\[\]]+@"
+# The memory scanner's narrower form: a password that looks like one (six or more
+# characters with a digit, as its assignment rule asks), so the placeholders of
+# documentation (``postgres://user:pass@db``, ``${DB_PASSWORD}``) are not refused;
+# redaction still removes those.
+URL_PASSWORD_PATTERN = (
+    r"\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@'\"<>\[\]]+:"
+    r"(?=[^\s/@'\"<>\[\]]*\d)[^\s/@'\"<>\[\]${}]{6,}@"
+)
 # ``scheme://user:password@host``: user and password go, scheme and host stay.
 _URL_USERINFO = re.compile(
     r"(?i)\b([a-z][a-z0-9+.-]{1,20}://)([^\s:/@'\"<>\[\]]+:[^\s/@'\"<>\[\]]+)@"

@@ -54,7 +54,7 @@ from ..credentials import (
     BEARER_PATTERN,
     PRIVATE_KEY_HEADER,
     PROVIDER_KEY_PATTERNS,
-    URL_USERINFO_PATTERN,
+    URL_PASSWORD_PATTERN,
 )
 from . import semantic as _semantic
 from .deobfuscate import folded, views
@@ -678,7 +678,7 @@ SECRET_RULES = _rules(
     *((f"secret.{kind}", rx, desc) for kind, rx, desc, _ in PROVIDER_KEY_PATTERNS),
     ("secret.private_key_block", PRIVATE_KEY_HEADER, "private key"),
     ("secret.bearer_token", BEARER_PATTERN, "bearer token"),
-    ("secret.url_credentials", URL_USERINFO_PATTERN, "password inside a URL"),
+    ("secret.url_credentials", URL_PASSWORD_PATTERN, "password inside a URL"),
     (
         "secret.assignment",
         r"\b(?:api[_-]?key|secret[_-]?key|access[_-]?token|auth[_-]?token|bearer|password|passwd|client[_-]?secret|private[_-]?key)\b[\"']?\s*(?:[=:]|\s+is\s*:?)\s*[\"']?(?=[A-Za-z0-9_\-/+=]*\d)(?=[A-Za-z0-9_\-/+=]*[A-Za-z])[A-Za-z0-9_\-/+=]{16,}",
