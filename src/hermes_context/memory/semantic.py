@@ -215,6 +215,20 @@ def weights_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def recorded_digest(folder: Any = None) -> str | None:
+    """The sha256 recorded beside the weights file (``HASH_FILE``), or None when unreadable.
+
+    The loader checks the weights against it, so it stands for the weights
+    wherever they must be identified (the scanner's verdict fingerprint)
+    without hashing 1.3 MB again.
+    """
+    folder = folder if folder is not None else resources.files(__package__)
+    try:
+        return str(folder.joinpath(HASH_FILE).read_text(encoding="ascii").split()[0])
+    except (OSError, UnicodeDecodeError, IndexError):
+        return None
+
+
 def _load_model(folder: Any) -> _Model:
     """The classifier in ``folder``'s ``WEIGHTS_FILE``, checked against ``HASH_FILE``.
 
@@ -226,11 +240,7 @@ def _load_model(folder: Any) -> _Model:
 
     fix = "reinstall hermes-context or run scripts/train_threat_classifier.py"
     raw = folder.joinpath(WEIGHTS_FILE).read_bytes()
-    try:
-        recorded = folder.joinpath(HASH_FILE).read_text(encoding="ascii").split()[0]
-    except (OSError, UnicodeDecodeError, IndexError):
-        recorded = None
-    if recorded != weights_digest(raw):
+    if recorded_digest(folder) != weights_digest(raw):
         raise RuntimeError(
             f"{WEIGHTS_FILE} does not match the hash recorded in {HASH_FILE} "
             f"(damaged, or replaced by hand): {fix}"

