@@ -18,16 +18,29 @@ turn's own model requests are taken out: the background memory review (due
 every ``memory.nudge_interval`` turns) calls the model from its own thread;
 its requests are counted and timed apart (``--no-review`` turns it off).
 
+``--startup`` measures instead what a user waits for before anything happens:
+``hermes-context run "hi"`` in a fresh process, from the spawn to the moment the
+scripted server receives the first model request, for a home with no memory
+entries, a home with 50 (MEMORY.md and USER.md, ordinary notes of ``tests/data``)
+started for the first time (cold: every entry judged by the threat scanner), and
+the same home started again with its memory unchanged (warm: the verdicts of the
+cold start are reused). Medians over ``--starts`` starts per case.
+
 Usage: python benchmarks/agent.py [--sizes 100,1000,5000] [--requests 30] [--no-review] [--json]
+       python benchmarks/agent.py --startup [--starts 5] [--json]
 Exit status 1 when a target fails: at 1,000 messages the agent's cycle is
-within 2x of the bare loop's and its own time is under 10 ms at p95.
+within 2x of the bare loop's and its own time is under 10 ms at p95; with
+``--startup``, a warm start with 50 entries reaches its first request at most
+0.5 s after an empty home's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -44,6 +57,11 @@ from hermes_context.synthetic import generate_transcript
 TARGET_SIZE = 1_000
 MAX_RATIO = 2.0
 MAX_OWN_P95_MS = 10.0
+# --startup: a warm start with this many memory entries, at most this much later than an empty home.
+STARTUP_ENTRIES = 50
+MAX_STARTUP_EXTRA_S = 0.5
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "threat_batches"
+DELIMITER = "\n§\n"
 
 
 def p95(values: list[float]) -> float:
@@ -145,6 +163,96 @@ def measure(size: int, requests: int, review: bool) -> dict[str, Any]:
     }
 
 
+def ordinary_notes(n: int) -> list[str]:
+    """``n`` ordinary English notes written blind for the scanner's batches (no attack among them)."""
+    notes = [
+        row["text"]
+        for path in sorted(DATA.glob("heldout_[a-q].jsonl"))
+        for row in map(json.loads, path.read_text(encoding="utf-8").splitlines())
+        if row["label"] == "benign" and row.get("lang") == "en" and "text" in row
+    ]
+    if len(notes) < n:
+        raise SystemExit(f"only {len(notes)} ordinary notes in {DATA}")
+    return notes[:n]
+
+
+def make_home(home: Path, entries: int) -> None:
+    """A home whose memory holds ``entries`` notes (60% MEMORY.md, 40% USER.md), limits raised."""
+    (home / "memories").mkdir(parents=True)
+    notes = ordinary_notes(entries)
+    cut = entries * 3 // 5
+    memory, user = DELIMITER.join(notes[:cut]), DELIMITER.join(notes[cut:])
+    if entries:
+        (home / "memories" / "MEMORY.md").write_text(memory, encoding="utf-8")
+        (home / "memories" / "USER.md").write_text(user, encoding="utf-8")
+    limits = f"  memory_char_limit: {max(2_200, len(memory))}\n  user_char_limit: {max(1_375, len(user))}\n"
+    (home / "config.yaml").write_text(f"memory:\n{limits}", encoding="utf-8")
+
+
+def first_request_s(home: Path) -> float:
+    """Seconds from spawning ``hermes-context run`` on ``home`` to its first model request."""
+    arrived: list[float] = []
+
+    def answer(body: Any) -> Reply:
+        arrived.append(time.perf_counter())
+        return Reply.text("ok")
+
+    with ScriptedLLMServer(responder=answer) as server:
+        env = {**os.environ, "HERMES_HOME": str(home), "OPENAI_API_KEY": "x"}
+        command = [sys.executable, "-c", "from hermes_context.cli.main import main; main()"]
+        args = ["run", "--base-url", server.base_url, "--model", "scripted-model", "hi"]
+        start = time.perf_counter()
+        proc = subprocess.run(
+            [*command, *args], env=env, cwd=home, capture_output=True, text=True, timeout=300
+        )
+    if proc.returncode != 0 or not arrived:
+        raise SystemExit(f"hermes-context run failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return arrived[0] - start
+
+
+def startup(starts: int) -> dict[str, Any]:
+    """Median seconds to the first request: empty home, 50 entries cold, the same warm."""
+    runs: dict[str, list[float]] = {"empty": [], "cold": [], "warm": []}
+    for _ in range(starts):  # interleaved, so background load hits every case alike
+        with tempfile.TemporaryDirectory(prefix="hc-start-") as tmp:
+            empty, full = Path(tmp) / "empty", Path(tmp) / "full"
+            make_home(empty, 0)
+            make_home(full, STARTUP_ENTRIES)
+            runs["empty"].append(first_request_s(empty))
+            runs["cold"].append(first_request_s(full))
+            runs["warm"].append(first_request_s(full))
+    medians = {case: statistics.median(times) for case, times in runs.items()}
+    extra = medians["warm"] - medians["empty"]
+    return {
+        "entries": STARTUP_ENTRIES,
+        "starts": starts,
+        "load_average": os.getloadavg()[0],
+        **{f"{case}_s": value for case, value in medians.items()},
+        "warm_extra_s": extra,
+        "target_ok": extra <= MAX_STARTUP_EXTRA_S,
+    }
+
+
+def print_startup(report: dict[str, Any]) -> None:
+    print(
+        f"hermes-context run to its first model request (fresh process, median of "
+        f"{report['starts']}; load average {report['load_average']:.2f})"
+    )
+    print(f"{'home':<34}{'seconds':>9}{'above empty':>13}")
+    rows = [
+        ("empty (no memory entries)", report["empty_s"]),
+        (f"{report['entries']} entries, first start (cold)", report["cold_s"]),
+        (f"{report['entries']} entries, unchanged (warm)", report["warm_s"]),
+    ]
+    for name, value in rows:
+        print(f"{name:<34}{value:>9.3f}{value - report['empty_s']:>+13.3f}")
+    verdict = "PASS" if report["target_ok"] else "FAIL"
+    print(
+        f"- {verdict}: warm start with {report['entries']} entries <= "
+        f"{MAX_STARTUP_EXTRA_S:g} s above an empty home (measured {report['warm_extra_s']:+.3f} s)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100,1000,5000")
@@ -153,7 +261,17 @@ def main() -> int:
         "--no-review", action="store_true", help="background memory reviews off (memory still on)"
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--startup", action="store_true", help="time from `run` to its first request instead"
+    )
+    parser.add_argument("--starts", type=int, default=5, help="with --startup: starts per case")
     args = parser.parse_args()
+    if args.startup:
+        if args.starts < 1:
+            parser.error("--starts must be >= 1")
+        report = startup(args.starts)
+        print(json.dumps(report, indent=2)) if args.json else print_startup(report)
+        return 0 if report["target_ok"] else 1
     try:
         sizes = [int(s) for s in args.sizes.split(",")]
     except ValueError:

