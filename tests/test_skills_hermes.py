@@ -7,7 +7,9 @@ The threat scanner judges them in its skill scope (``memory.skill_threats``),
 designed on the first 34 (the strict rules, written for memory notes, refused
 eight of them); the other 138 were held out and scored once, after that design
 was fixed. The ones still refused are listed below with why: a fix takes a skill
-off its table, and the strict xfail fails until then. 18 have a front-matter name
+off its table, and the strict xfail fails until then. They are refused here, in a
+folder without Hermes's ``.bundled_manifest``; in a home Hermes synced, where the
+manifest vouches for them, none is (``test_skills_provenance``). 18 have a front-matter name
 other than their folder's (``vllm/`` is ``serving-llms-vllm``): as in Hermes,
 they go by the front-matter name and their folder's name reaches them too.
 """

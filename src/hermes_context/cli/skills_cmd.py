@@ -11,6 +11,7 @@ from ..config import load_config
 from ..errors import SecurityError
 from ..memory import visible
 from ..skills import SkillError, SkillFormatError, SkillStore, parse_skill
+from ..skills.provenance import is_bundled
 from ..skills.store import name_clash
 from ._common import (
     EXIT_FAILURE,
@@ -103,11 +104,18 @@ def validate(path: str | None, hermes_home: str | None, as_json: bool) -> None:
         emit_json({"checked": len(results), "invalid": len(bad), "results": results})
     else:
         for r in results:
-            status = "ok" if not r["problems"] else "; ".join(r["problems"])
+            status = "; ".join(r["problems"]) or "; ".join(["ok", *r["notes"]])
             click.echo(f"{r['path']}: {visible(status)}")
         click.echo(f"{len(results)} checked, {len(bad)} invalid")
     if bad:
         raise SystemExit(EXIT_FAILURE)
+
+
+# Said of a skill Hermes placed and nobody changed (skills.provenance) that the scanner matches.
+BUNDLED_NOTE = (
+    "shipped with Hermes and unchanged since (skills/.bundled_manifest), so trusted as Hermes "
+    "trusts it; the scanner matched"
+)
 
 
 def _validate(path: Path | None, hermes_home: str | None) -> list[dict[str, Any]]:
@@ -126,15 +134,21 @@ def _validate(path: Path | None, hermes_home: str | None) -> list[dict[str, Any]
     claims: dict[str, list[int]] = {}
     for file in files:
         problems: list[str] = []
+        notes: list[str] = []
         try:
             doc = parse_skill(file.read_text(encoding="utf-8"))
             claims.setdefault(doc.name, []).append(len(out))
-            store.check_threats(f"{doc.description}\n{doc.body}", doc.name)
+            try:
+                store.check_threats(f"{doc.description}\n{doc.body}", doc.name)
+            except SecurityError as exc:
+                if not is_bundled(None, doc.name, file.parent):
+                    raise
+                notes.append(f"{BUNDLED_NOTE}: {', '.join(exc.pattern_ids)}")
         except (SkillFormatError, SecurityError) as exc:
             problems.append(str(exc))
         except (OSError, UnicodeDecodeError) as exc:
             problems.append(f"cannot read: {exc}")
-        out.append({"path": str(file), "problems": problems})
+        out.append({"path": str(file), "problems": problems, "notes": notes})
     for name, indexes in claims.items():
         if len(indexes) > 1:
             clash = name_clash(name, [files[i].parent for i in indexes], base)

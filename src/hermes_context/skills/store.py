@@ -19,7 +19,10 @@ Every write through the store is scanned with the text scanner registered by
 scanner's skill scope, ``memory.skill_threats``: prose under the strict rules,
 commands judged by what they do); a match refuses the write with ``SecurityError``. Paths
 never leave the skill's folder: names are checked, ``..`` and absolute paths
-are refused, and symlinks are not followed out of the library.
+are refused, and symlinks are not followed out of the library. A skill Hermes
+placed and nobody changed since (``provenance``: its ``.bundled_manifest``) is
+trusted as Hermes trusts it: what the scanner finds in it is reported, never
+refused.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from .document import (
     check_support_path,
     parse_skill,
 )
+from .provenance import is_bundled
 
 try:
     import fcntl
@@ -454,10 +458,16 @@ class SkillStore:
                 pattern_ids=list(found),
             )
 
+    def is_bundled(self, name: str, folder: Path) -> bool:
+        """Whether skill ``name`` in ``folder`` is one Hermes placed, unchanged (``provenance``)."""
+        return is_bundled(self.root, name, folder)
+
     def _safe_description(self, info: SkillInfo) -> str:
         scanner = self._scanner or _scanner
         found = scanner(info.description) if scanner else []
-        return f"[description withheld: matches {', '.join(found)}]" if found else info.description
+        if found and not self.is_bundled(info.name, info.path):
+            return f"[description withheld: matches {', '.join(found)}]"
+        return info.description
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
