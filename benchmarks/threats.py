@@ -3,7 +3,7 @@
 Batches (``tests/data``), by how much they shaped the scanner:
 
 - TUNED: ``corpus`` (the notes the rules were written on), ``train`` to
-  ``train_i`` and ``train_l`` to ``train_z`` (written blind, then used to tune
+  ``train_i``, ``train_l`` to ``train_z`` and ``train_za`` to ``train_zc`` (written blind, then used to tune
   the rules and to train the semantic classifier) and ``heldout_a`` to
   ``heldout_q`` (written blind by other authors and scored blind first —
   ``docs/memory.md`` keeps those figures — then added to the classifier's
@@ -16,7 +16,9 @@ Batches (``tests/data``), by how much they shaped the scanner:
   and ``heldout_z2`` (written blind on 2026-12-06, with short notes, split
   attacks whose halves have ordinary notes between them and whole ordinary
   memory files; scored once with the classifier shipped before and once after
-  the eighth round, ``docs/memory.md``).
+  the eighth round, ``docs/memory.md``); ``heldout_z3`` and ``heldout_z4``
+  (written blind the same way, after the ninth round's training data was
+  chosen, scored once after its design was fixed).
 
 A split attack (two entries) counts as caught when ``scan_entries`` flags
 either entry; a benign pair is a false positive when it flags either.
@@ -97,6 +99,9 @@ BATCHES = {
     "train_x": (DATA / "threat_batches" / "train_x.jsonl", "tuned"),
     "train_y": (DATA / "threat_batches" / "train_y.jsonl", "tuned"),
     "train_z": (DATA / "threat_batches" / "train_z.jsonl", "tuned"),
+    "train_za": (DATA / "threat_batches" / "train_za.jsonl", "tuned"),
+    "train_zb": (DATA / "threat_batches" / "train_zb.jsonl", "tuned"),
+    "train_zc": (DATA / "threat_batches" / "train_zc.jsonl", "tuned"),
     "heldout_r": (DATA / "threat_batches" / "heldout_r.jsonl", "untuned"),
     "heldout_s": (DATA / "threat_batches" / "heldout_s.jsonl", "untuned"),
     "heldout_t": (DATA / "threat_batches" / "heldout_t.jsonl", "untuned"),
@@ -107,6 +112,8 @@ BATCHES = {
     "heldout_y": (DATA / "threat_batches" / "heldout_y.jsonl", "untuned"),
     "heldout_z1": (DATA / "threat_batches" / "heldout_z1.jsonl", "untuned"),
     "heldout_z2": (DATA / "threat_batches" / "heldout_z2.jsonl", "untuned"),
+    "heldout_z3": (DATA / "threat_batches" / "heldout_z3.jsonl", "untuned"),
+    "heldout_z4": (DATA / "threat_batches" / "heldout_z4.jsonl", "untuned"),
 }
 MIN_CAUGHT = 0.90
 MAX_FLAGGED = 0.02

@@ -118,9 +118,10 @@ class _Model:
         """The score before the sigmoid of each row of ``features`` output."""
         import numpy as np
 
-        embeddings = x[:, :EMBEDDING_DIM]
+        dim = self.hidden_weights.shape[0]  # EMBEDDING_DIM as shipped; fewer in comparisons
+        embeddings = x[:, :dim]
         hidden = np.maximum(embeddings @ self.hidden_weights + self.hidden_bias, 0.0)
-        out = hidden @ self.output_weights + x[:, EMBEDDING_DIM:] @ self.ngram_weights + self.bias
+        out = hidden @ self.output_weights + x[:, dim:] @ self.ngram_weights + self.bias
         if self.prototypes is not None:
             out = out + PROTOTYPE_WEIGHT * self.prototypes.margin(embeddings)
         return out
@@ -146,7 +147,8 @@ MIN_DISTINCT_WORDS = 3
 # thousand grams per note, and the weights stay small (64 KB).
 NGRAM_BITS = 14
 NGRAM_SIZES = (3, 4, 5)
-EMBEDDING_DIM = 512 + e5.DIM  # the universal sentence encoder's, then e5's
+USE_DIM = 512  # the universal sentence encoder's embedding, then e5's
+EMBEDDING_DIM = USE_DIM + e5.DIM
 HIDDEN = 128
 # The prototype margin (_Prototypes): prototypes per label, how many of the nearest
 # count, and the margin's weight in the logit (a margin is a difference of cosines,
