@@ -27,6 +27,13 @@ CREDENTIAL_FILES = [
     "client_secret_1234.apps.googleusercontent.com.json",
     ".codex/auth.json",
     ".claude/.credentials.json",
+    ".codex/history.jsonl",
+    ".codex/sessions/2026/12/06/rollout-1.jsonl",
+    ".claude/history.jsonl",
+    ".claude/projects/-home-me-app/0b1c.jsonl",
+    ".gemini/tmp/abc/logs.json",
+    ".aider.chat.history.md",
+    ".aider.input.history",
     ".bash_history",
     ".zsh_history",
     ".python_history",
@@ -165,7 +172,8 @@ def test_a_bridge_users_own_workspace_inside_the_home_keeps_working(hermes_home)
 
 
 @pytest.mark.parametrize(
-    "name", ["main.py", "README.md", ".env.example", "history.md", "auth.py", "keys.txt"]
+    "name",
+    ["main.py", "README.md", ".env.example", "history.md", "auth.py", "keys.txt", "projects.json"],
 )
 def test_ordinary_files_are_not_refused(tmp_path, name):
     assert sensitive_reason(tmp_path / name) is None

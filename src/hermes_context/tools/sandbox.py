@@ -43,6 +43,11 @@ SENSITIVE_DIRS = frozenset(
 )
 # Folders named by two components (lower case): .config/gh holds the GitHub CLI's token.
 SENSITIVE_DIR_PAIRS = frozenset({(".config", "gh"), (".config", "hub")})
+# Other coding agents' conversation transcripts (two components, lower case): what the user
+# typed and every tool output, keys and tokens included, as a shell history holds them.
+TRANSCRIPT_DIR_PAIRS = frozenset(
+    {(".codex", "sessions"), (".claude", "projects"), (".gemini", "tmp")}
+)
 # File names (lower case, fnmatch globs) that hold keys or tokens wherever they are.
 SECRET_FILES = (
     ".env",
@@ -96,6 +101,9 @@ HISTORY_FILES = (
     ".viminfo",
     ".dbshell",
     ".rhistory",
+    "history.jsonl",  # Codex CLI's and Claude Code's prompt history
+    ".aider.chat.history.md",
+    ".aider.input.history",
 )
 # Names that match the tables above but document a shape, not secrets.
 NOT_SECRET_FILES = frozenset({".env.example", ".env.sample", ".env.template", ".env.dist"})
@@ -152,6 +160,11 @@ def credential_reason(path: Path) -> str | None:
             return f"{path.parts[index]}/ holds credentials"
         if tuple(parts[index : index + 2]) in SENSITIVE_DIR_PAIRS:
             return f"{'/'.join(path.parts[index : index + 2])}/ holds credentials"
+        if tuple(parts[index : index + 2]) in TRANSCRIPT_DIR_PAIRS:
+            return (
+                f"{'/'.join(path.parts[index : index + 2])}/ holds another agent's conversations "
+                "(what was typed and every tool output, keys included)"
+            )
     name = parts[-1] if parts else ""
     if name in NOT_SECRET_FILES:
         return None
