@@ -90,12 +90,23 @@ def test_the_human_report_says_why_a_match_is_not_refused(tmp_path):
     assert result.stdout.endswith(f"{len(SKILL_FILES)} checked, 0 invalid\n")
 
 
-def test_validating_one_skill_by_its_path_finds_the_manifest_above_it(tmp_path):
+def test_one_skill_of_the_home_validated_by_its_path_is_vouched_for(tmp_path):
     skills = _sync_like_hermes(tmp_path)
     skill_md = _folder(skills, "watchers") / "SKILL.md"
-    result = CliRunner().invoke(cli, ["skills", "validate", str(skill_md)])
+    args = ["skills", "validate", str(skill_md), "--home", str(tmp_path)]
+    result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.stdout
     assert "shipped with Hermes" in result.stdout
+
+
+def test_a_manifest_that_comes_with_a_folder_from_elsewhere_vouches_for_nothing(tmp_path):
+    # A downloaded skill pack carrying its own .bundled_manifest, validated before installing.
+    pack = _sync_like_hermes(tmp_path / "download")
+    (tmp_path / "home").mkdir()
+    args = ["skills", "validate", str(pack), "--home", str(tmp_path / "home"), "--json"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1
+    assert _refused(json.loads(result.stdout)) == set(SCANNER_REFUSALS)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,6 @@ from ..config import load_config
 from ..errors import SecurityError
 from ..memory import visible
 from ..skills import SkillError, SkillFormatError, SkillStore, parse_skill
-from ..skills.provenance import is_bundled
 from ..skills.store import name_clash
 from ._common import (
     EXIT_FAILURE,
@@ -141,7 +140,7 @@ def _validate(path: Path | None, hermes_home: str | None) -> list[dict[str, Any]
             try:
                 store.check_threats(f"{doc.description}\n{doc.body}", doc.name)
             except SecurityError as exc:
-                if not is_bundled(None, doc.name, file.parent):
+                if not store.is_bundled(doc.name, file.parent):
                     raise
                 notes.append(f"{BUNDLED_NOTE}: {', '.join(exc.pattern_ids)}")
         except (SkillFormatError, SecurityError) as exc:

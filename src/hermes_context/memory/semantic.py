@@ -147,7 +147,7 @@ MIN_DISTINCT_WORDS = 3
 # thousand grams per note, and the weights stay small (64 KB).
 NGRAM_BITS = 14
 NGRAM_SIZES = (3, 4, 5)
-USE_DIM = 512  # the universal sentence encoder's embedding, then e5's
+USE_DIM = 512  # the universal sentence encoder's embedding (e5's follows it)
 EMBEDDING_DIM = USE_DIM + e5.DIM
 HIDDEN = 128
 # The prototype margin (_Prototypes): prototypes per label, how many of the nearest

@@ -29,8 +29,6 @@ MANIFEST_FILE = ".bundled_manifest"
 _RUNTIME_CACHE_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
 # A manifest is a line per skill; a larger file is not one Hermes wrote.
 MAX_MANIFEST_BYTES = 1_000_000
-# How many folders above a skill its library's manifest may be (skills/mlops/inference/x: 3).
-MANIFEST_DEPTH = 6
 
 
 def read_manifest(root: Path) -> dict[str, str]:
@@ -65,23 +63,19 @@ def folder_digest(folder: Path) -> str:
     return hasher.hexdigest()
 
 
-def is_bundled(root: Path | None, name: str, folder: Path) -> bool:
+def is_bundled(root: Path, name: str, folder: Path) -> bool:
     """Whether skill ``name`` in ``folder`` is, byte for byte, what Hermes recorded placing.
 
-    ``root`` is the skills library holding the manifest; None: the nearest folder
-    above ``folder`` that holds one (a SKILL.md validated by its path).
+    ``root`` is the skills library of a hermes home; only its manifest counts, and
+    only for a folder inside it: a manifest that comes with a folder from elsewhere
+    (a downloaded skill pack) vouches for nothing.
     """
-    root = root if root is not None else manifest_root(folder)
-    recorded = read_manifest(root).get(name, "") if root is not None else ""
+    try:
+        folder.resolve().relative_to(root.resolve())
+    except (OSError, ValueError):
+        return False
+    recorded = read_manifest(root).get(name, "")
     return bool(recorded) and folder_digest(folder) == recorded
-
-
-def manifest_root(folder: Path) -> Path | None:
-    """The nearest folder above ``folder`` (Hermes nests skills three deep) with a manifest."""
-    for parent in list(folder.resolve().parents)[:MANIFEST_DEPTH]:
-        if (parent / MANIFEST_FILE).is_file():
-            return parent
-    return None
 
 
 def _runtime_cache(path: Path, folder: Path) -> bool:
