@@ -858,6 +858,7 @@ def scan_many(
     semantic: bool | None = None,
     verdicts: VerdictCache | None = None,
     joined: bool = False,
+    defer_semantic: bool = False,
 ) -> list[list[str]]:
     """``scan_for_threats`` of each text, the semantic layer run in one batch.
 
@@ -868,8 +869,13 @@ def scan_many(
             every text.
         joined: Each text is two entries of one file joined (``scan_entries``):
             the semantic layer judges it against its threshold for joined entries.
+        defer_semantic: A text with no remembered verdict is judged by the
+            rules alone, and nothing is remembered for it: the semantic layer
+            judges it later, before it reaches a prompt (a memory write; see
+            ``MemoryStore``). A remembered verdict counts in full.
     """
-    return _judge(texts, scope, _layer_on(scope, semantic), verdicts, joined)
+    on = _layer_on(scope, semantic)
+    return _judge(texts, scope, on, verdicts, joined, defer=on and defer_semantic)
 
 
 def _layer_on(scope: str, semantic: bool | None) -> bool:
@@ -885,11 +891,15 @@ def _judge(
     semantic: bool,
     verdicts: VerdictCache | None,
     joined: bool = False,
+    *,
+    defer: bool = False,
 ) -> list[list[str]]:
     """The ids each text matches; remembered verdicts are used, the others judged and remembered.
 
     The classifier (and its model) is reached only when a text not judged
-    before is clean by the rules and long enough to judge.
+    before is clean by the rules and long enough to judge. ``defer``: texts not
+    judged before get the rules' findings only, remembered nowhere (a verdict
+    without the semantic layer's is not the scanner's verdict).
     """
     fingerprint = scanner_fingerprint(semantic) if verdicts is not None else ""
     kind = f"{scope}+joined" if joined else scope  # a joined text has its own threshold
@@ -898,7 +908,7 @@ def _judge(
     all_views = [views(texts[i]) for i in todo]
     found = [_rule_findings(texts[i], vs, scope) for i, vs in zip(todo, all_views, strict=True)]
     clean = [k for k, ids in enumerate(found) if not ids and _semantic.scorable(texts[todo[k]])]
-    if semantic and clean:  # the classifier's model loads on its first call
+    if semantic and clean and not defer:  # the classifier's model loads on its first call
         hits = _semantic.flagged([all_views[k] for k in clean], joined=joined)
         for k, hit in zip(clean, hits, strict=True):
             if hit:
@@ -906,7 +916,8 @@ def _judge(
     out = [list(ids) if ids is not None else [] for ids in known]
     for i, ids in zip(todo, found, strict=True):
         out[i] = ids
-        if verdicts is not None:
+        final = not defer or bool(ids) or not _semantic.scorable(texts[i])
+        if verdicts is not None and final:
             verdicts.put(fingerprint, kind, texts[i], tuple(ids))
     return out
 
@@ -1087,6 +1098,8 @@ def scan_entries(
     scope: str = "strict",
     semantic: bool | None = None,
     verdicts: VerdictCache | None = None,
+    defer: Collection[int] = (),
+    defer_pairs: Collection[tuple[int, int]] = (),
 ) -> list[list[str]]:
     """Scan each entry, and pairs of entries together (an attack split in two).
 
@@ -1098,9 +1111,20 @@ def scan_entries(
 
     Args:
         verdicts: Verdicts remembered from earlier scans (see ``scan_many``).
+        defer: Indexes of entries whose semantic judgement waits (``scan_many``'s
+            ``defer_semantic``) when judged alone.
+        defer_pairs: Pairs ``(i, j)``, ``i < j``, whose semantic judgement waits.
     """
     pairs = judged_pairs(entries)
-    return _scan_pairs(entries, range(len(entries)), pairs, scope, semantic, verdicts)
+    return _scan_pairs(
+        entries,
+        range(len(entries)),
+        pairs,
+        scope,
+        semantic,
+        verdicts,
+        (frozenset(defer), frozenset(defer_pairs)),
+    )
 
 
 def scan_new_entries(
@@ -1110,16 +1134,25 @@ def scan_new_entries(
     scope: str = "strict",
     semantic: bool | None = None,
     verdicts: VerdictCache | None = None,
+    defer_semantic: bool = False,
 ) -> list[list[str]]:
     """``scan_entries`` for a write: only the pairs that hold a new entry are judged.
 
     The entries at the indexes ``new`` are paired with the others as
     ``scan_entries`` pairs them; an entry neither new nor paired with a new
-    one gets ``[]`` (it was judged when it was written).
+    one gets ``[]`` (it was judged when it was written). ``defer_semantic``:
+    see ``scan_many``; the new entries and their pairs are judged by the
+    rules and remembered verdicts only.
     """
     pairs = [(i, j) for i, j in judged_pairs(entries) if i in new or j in new]
     judged = sorted(set(new) | {k for pair in pairs for k in pair})
-    return _scan_pairs(entries, judged, pairs, scope, semantic, verdicts)
+    defer = (frozenset(judged), frozenset(pairs)) if defer_semantic else _NONE_DEFERRED
+    return _scan_pairs(entries, judged, pairs, scope, semantic, verdicts, defer)
+
+
+# What ``_scan_pairs`` defers: entries alone (indexes), and pairs.
+_Deferred = tuple[frozenset[int], frozenset[tuple[int, int]]]
+_NONE_DEFERRED: _Deferred = (frozenset(), frozenset())
 
 
 def _scan_pairs(
@@ -1129,16 +1162,28 @@ def _scan_pairs(
     scope: str,
     semantic: bool | None,
     verdicts: VerdictCache | None,
+    defer: _Deferred = (frozenset(), frozenset()),
 ) -> list[list[str]]:
-    """The entries at ``judged`` alone and the ``pairs`` joined, as ``scan_entries`` reports them."""
+    """The entries at ``judged`` alone and the ``pairs`` joined, as ``scan_entries`` reports them.
+
+    The entries and pairs ``defer`` names wait for the semantic layer
+    (``scan_many``'s ``defer_semantic``); the others are judged in full.
+    """
     on = _layer_on(scope, semantic)
+    defer_alone, defer_pairs = defer
     alone: list[list[str]] = [[] for _ in entries]
-    for i, ids in zip(
-        judged, _judge([entries[i] for i in judged], scope, on, verdicts), strict=True
-    ):
-        alone[i] = ids
-    texts = [f"{entries[i]}\n{entries[j]}" for i, j in pairs]
-    joined = _judge(texts, scope, on, verdicts, joined=True)
+    for later in (False, True):
+        part = [i for i in judged if (i in defer_alone) == later]
+        found = _judge([entries[i] for i in part], scope, on, verdicts, defer=on and later)
+        for i, ids in zip(part, found, strict=True):
+            alone[i] = ids
+    joined: list[list[str]] = [[] for _ in pairs]
+    for later in (False, True):
+        part = [k for k, pair in enumerate(pairs) if (pair in defer_pairs) == later]
+        texts = [f"{entries[pairs[k][0]]}\n{entries[pairs[k][1]]}" for k in part]
+        found = _judge(texts, scope, on, verdicts, joined=True, defer=on and later)
+        for k, ids in zip(part, found, strict=True):
+            joined[k] = ids
     out = [list(ids) for ids in alone]
     for (i, j), ids in zip(pairs, joined, strict=True):
         new = [f"split.{pid}" for pid in ids if pid not in alone[i] and pid not in alone[j]]

@@ -170,37 +170,42 @@ def _run(
         origin=origin,
         session_id=session_id,
     )
-    result = _withhold_flagged(store, args.get("target"), result)
+    result = _withhold_flagged(store, args.get("target"), result, session_id)
     if ignored:
         result["ignored_arguments"] = ignored
     return result
 
 
-def _withhold_flagged(store: MemoryStore, target: object, result: dict[str, Any]) -> dict[str, Any]:
+def _withhold_flagged(
+    store: MemoryStore, target: object, result: dict[str, Any], session_id: str | None
+) -> dict[str, Any]:
     """``result`` with each entry the system prompt withholds shown as its ``[BLOCKED]`` marker.
 
     Results echo entries (the file after a write, the entries to consolidate,
     the replaced one, the ones an ``old_text`` matched); a poisoned entry must
-    not reach the model that way when the prompt withholds it.
+    not reach the model that way when the prompt withholds it. The entries
+    this session wrote are the model's own words (``MemoryStore.withheld``).
     """
     out = dict(result)
     for key in ("entries", "current_entries"):  # whole files, in order
         if isinstance(out.get(key), list):
-            out[key] = store.withheld(out[key])
+            out[key] = store.withheld(out[key], written_by=session_id)
     if isinstance(out.get("replaced"), str):
-        out["replaced"] = store.withheld([out["replaced"]])[0]
+        out["replaced"] = store.withheld([out["replaced"]], written_by=session_id)[0]
     if isinstance(out.get("matches"), list) and target in ("memory", "user"):
-        out["matches"] = _withheld_matches(store, str(target), out["matches"])
+        out["matches"] = _withheld_matches(store, str(target), out["matches"], session_id)
     return out
 
 
-def _withheld_matches(store: MemoryStore, target: str, matches: list[str]) -> list[str]:
+def _withheld_matches(
+    store: MemoryStore, target: str, matches: list[str], session_id: str | None
+) -> list[str]:
     """Previews of entries, a withheld entry's replaced by its marker (found by its preview)."""
     try:
         live = store.entries(target)
     except StoreError:
-        return store.withheld(matches)
-    shown = store.withheld(live)
+        return store.withheld(matches, written_by=session_id)
+    shown = store.withheld(live, written_by=session_id)
     markers = {preview(e): s for e, s in zip(live, shown, strict=True) if s != e}
     return [markers.get(m, m) for m in matches]
 
