@@ -13,7 +13,10 @@ pytest runs, tracebacks, greps, file reads), ``many_files`` (every step reads or
 runs something on a new file, no errors, long user turns), ``long_user`` (pasted
 multi-kilobyte user turns every other step), ``huge_outputs`` (log tails of
 10-40 KB), ``cjk`` (Chinese prose and logs), ``dense`` (short chat turns with
-planted rules). Every repetition starts cold: the summariser's caches of short
+planted rules), ``short_chat`` (one-line user and assistant turns, no tools) and
+``tool_heavy`` (three parallel tool calls with short outputs per step). A
+transcript smaller than the 200K window is compressed in a window of half its
+tokens (``window``), so every size does real work. Every repetition starts cold: the summariser's caches of short
 texts are cleared first.
 
 Usage:
@@ -133,13 +136,25 @@ def _convert(messages: list[dict[str, Any]]) -> list[Any]:
 # -- one size ----------------------------------------------------------------
 
 
+def window(messages: list[dict[str, Any]]) -> int:
+    """The context window to compress ``messages`` in: ``CONTEXT_LENGTH``, or half the
+    transcript's tokens when it is smaller than that window.
+
+    Short-message shapes hold ~26K tokens at 2,000 messages: in a 200K window the
+    protected tail covers all of it and ``compress`` has nothing to do, so their
+    growth to 20,000 messages would compare a no-op with real work.
+    """
+    tokens = estimate_messages_tokens_rough(messages)
+    return CONTEXT_LENGTH if tokens >= CONTEXT_LENGTH else max(4_000, tokens // 2)
+
+
 def _one_repetition(messages: list[dict[str, Any]], times: dict[str, list[float]]) -> Any:
     """Time every contender once, interleaved so machine noise hits all of them alike."""
     ms, _ = _timed_ms(lambda: _floor(messages))
     times["floor"].append(ms)
     ms, _ = _timed_ms(lambda: _prune(messages))
     times["prune"].append(ms)
-    compressor = ContextCompressor(context_length=CONTEXT_LENGTH)  # fresh: state matters
+    compressor = ContextCompressor(context_length=window(messages))  # fresh: state matters
     clear_caches()  # cold: no summary of an earlier repetition helps this one
     ms, result = _timed_ms(lambda: _compress(messages, compressor))
     times["compress"].append(ms)
@@ -162,7 +177,7 @@ def bench_size(shape: str, n_messages: int, repeat: int) -> dict[str, Any]:
         result, trimmed = _one_repetition(messages, times)
     peak_prune = _peak_mib(lambda: _prune(messages))
     peak_compress = _peak_mib(
-        lambda: _compress(messages, ContextCompressor(context_length=CONTEXT_LENGTH))
+        lambda: _compress(messages, ContextCompressor(context_length=window(messages)))
     )
     if json.dumps(messages, sort_keys=True) != before:
         raise SystemExit(f"{shape} {n_messages}: the input transcript was mutated")

@@ -426,6 +426,70 @@ def _dense_shape(n_messages: int, seed: int) -> list[dict[str, Any]]:
     return generate_dense_session(statements, n_messages=n_messages, seed=seed)
 
 
+_CHAT_TOPICS = [
+    "the lychee pipeline",
+    "the quince importer",
+    "dinner plans",
+    "the release",
+    "the flaky CI job",
+    "a book",
+    "the weekend",
+    "the standup notes",
+]
+_CHAT_USER = [
+    "what about {t}?",
+    "ok, and {t}",
+    "hm, tell me more about {t}",
+    "thanks! {t} next",
+    "did you check {t}?",
+    "any news on {t}?",
+]
+_CHAT_ANSWER = [
+    "Sure: {t} looks fine so far.",
+    "I checked {t}; nothing new since {n} minutes ago.",
+    "{t} is on track, {n}% done.",
+    "Noted about {t}.",
+]
+
+
+def _short_chat_shape(n_messages: int, seed: int) -> list[dict[str, Any]]:
+    """One-line user and assistant turns, no tools: a long casual chat."""
+    rng = random.Random(seed)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a helpful assistant."}]
+    while len(messages) < n_messages:
+        topic = rng.choice(_CHAT_TOPICS)
+        n = rng.randint(1, 99)
+        messages += [
+            {"role": "user", "content": rng.choice(_CHAT_USER).format(t=topic)},
+            {"role": "assistant", "content": rng.choice(_CHAT_ANSWER).format(t=topic, n=n)},
+        ]
+    return messages
+
+
+def _tool_heavy_step(rng: random.Random, i: int) -> list[dict[str, Any]]:
+    """One assistant message with three parallel calls and their short outputs."""
+    calls, results = [], []
+    for k, (name, args, out) in enumerate(
+        (
+            (
+                "search_files",
+                {"pattern": f"def handler_{i}"},
+                f"{_path(rng)}:{rng.randint(1, 400)}",
+            ),
+            ("read_file", {"path": _path(rng)}, f"{rng.randint(1, 99)}| return handler_{i}(req)"),
+            (
+                "terminal",
+                {"command": f"ls src/pkg_{i % 40}"},
+                json.dumps({"output": f"a_{i}.py b_{i}.py", "exit_code": 0}),
+            ),
+        )
+    ):
+        call_id = f"t{i}_{k}"
+        calls.append(_call(call_id, name, args))
+        results.append({"role": "tool", "tool_call_id": call_id, "content": out})
+    return [{"role": "assistant", "content": None, "tool_calls": calls}, *results]
+
+
 SHAPES: dict[str, Any] = {
     "coding": lambda n, seed: generate_transcript(n, seed=seed),
     "many_files": lambda n, seed: _stepped(
@@ -441,6 +505,10 @@ SHAPES: dict[str, Any] = {
         n, seed, _cjk_step, user_every=8, user_text=lambda r: "请检查服务日志，找出异常并修复。" * 3
     ),
     "dense": _dense_shape,
+    "short_chat": _short_chat_shape,
+    "tool_heavy": lambda n, seed: _stepped(
+        n, seed, _tool_heavy_step, user_every=6, user_text=lambda r: "Keep tracing the handlers."
+    ),
 }
 
 
