@@ -72,6 +72,7 @@ class _Call:
     goal_hint: str | None
     llm_failure: str | None = None
     context: list[dict[str, Any]] = field(default_factory=list)
+    tail: list[dict[str, Any]] = field(default_factory=list)  # kept verbatim after the cut
     prefix: list[dict[str, Any]] = field(default_factory=list)  # the conversation up to the cut
     prefix_first: int = 0  # index of the first summarised message in it
 
@@ -491,6 +492,22 @@ class ContextCompressor:
         call = _Call(focus=focus, goal_hint=_first_user_text(original))
         if target_tokens is not None and self.summarizer is None:
             result = self._fit_target(call, original, tokens_before, head_end, target_tokens)
+            bare = protect_head_end(original, self.protect_first_n, decayed=True)
+            if head_end > bare and not result.aborted and result.report.summary_priority_omitted:
+                # Key items left out: the verbatim head bends before they go. The system
+                # prompt stays; the first request is summarised (the goal keeps its gist).
+                bent = self._fit_target(call, original, tokens_before, bare, target_tokens)
+                if (
+                    not bent.aborted
+                    and bent.tokens_after <= target_tokens
+                    and bent.report.summary_priority_omitted
+                    < result.report.summary_priority_omitted
+                ):
+                    bent.report.warnings.append(
+                        "the target left no room for the protected head: only the system "
+                        "prompt is kept verbatim, the first request is in the summary"
+                    )
+                    result = bent
         else:
             result = self._run_plans(call, original, tokens_before, head_end, target_tokens)
         if not result.aborted and result.tokens_after > self.context_length:
@@ -610,6 +627,7 @@ class ContextCompressor:
             )
         content_tokens = estimate_messages_tokens_rough(turns)
         call.context = original[: bounds.head_end]
+        call.tail = original[bounds.tail_start :]
         call.prefix = original[: bounds.tail_start]
         call.prefix_first = bounds.head_end
         summary = self._summarise(
@@ -620,6 +638,7 @@ class ContextCompressor:
             report.summary_items = summary.fitted.kept
             report.summary_items_omitted = summary.fitted.omitted
             report.summary_priority_omitted = summary.fitted.omitted_priority
+            report.summary_items_shortened = summary.fitted.shortened
         if summary.error:
             report.warnings.append(summary.error)
         if summary.aborted or summary.text is None:
@@ -708,6 +727,7 @@ class ContextCompressor:
                 goal_hint=call.goal_hint,
                 previous_at=previous_at,
                 context=call.context,
+                tail=call.tail,
             )
 
         if self.summarizer is None:

@@ -67,6 +67,7 @@ _REST_TIER = {
     "file": 6,
     "action": 6,
     "carried": 6,
+    "statement": 5,
 }
 _POINTER = "(the user's first message, kept verbatim in this conversation)"
 _CURRENT = "Current: "
@@ -123,8 +124,13 @@ class _Builder:
         goal_hint: str | None,
         previous_at: int,
         context: Sequence[dict[str, Any]] = (),
+        tail: Sequence[dict[str, Any]] = (),
     ) -> None:
         self.turns = list(turns)
+        # What a successor reads verbatim anyway: user words kept in the head or the tail.
+        self.kept_text = "\n".join(
+            content_text(m.get("content")) for m in (*context, *tail) if is_real_user(m)
+        )
         self.prev = parse_summary(previous)
         self.goal_hint = goal_hint
         self.at = max(0, min(previous_at, len(self.turns))) if previous else len(self.turns)
@@ -254,10 +260,15 @@ class _Builder:
         for k, f in enumerate(facts):
             if f.kind in ("fact", "statement") and f.text in goal:
                 continue  # the goal says it already
+            if f.text in self.kept_text:
+                continue  # kept verbatim in the head or the tail: nothing new to carry
             if f.kind == "goal":
                 out.append(Item("## Goal", "current", _CURRENT + f.text, k))
             elif f.kind == "fact":
                 out.append(Item("## Critical Context", "fact", f.text, k))
+            elif f.kind == "statement" and not informative(f.text):
+                # No value, name, rule or preference in it: kept when there is room.
+                out.append(Item("## Constraints & Preferences", "statement", f.text, k))
             else:
                 out.append(Item("## Constraints & Preferences", "pinned", f.text, k))
         return out
@@ -399,6 +410,24 @@ def _strip_tags(text: str) -> str:
     return " ".join(lines)
 
 
+# Tokens that name or measure something exactly: a number, a code span, a path or URL,
+# an identifier joined by ``_``/``-``/``.``, CamelCase, or an all-capitals word.
+_EXACT_TOKEN_RE = re.compile(
+    r"\d|`[^`]+`|://|\b\w+[/\\]\w|\b[A-Za-z]+[_.-][A-Za-z0-9]|\b[a-z]+[A-Z]\w*|"
+    r"\b[A-Z][a-z]+[A-Z]\w*|\b[A-Z]{2,}\b|[\"“'‘][^\"”'’]{2,40}[\"”'’]"
+)
+
+
+def informative(text: str) -> bool:
+    """Whether a statement holds something exact (``_EXACT_TOKEN_RE``), whatever its wording.
+
+    A user statement without one ("Discussing caching headers for the static
+    asset route.") is kept after every item that carries a value, a name or a
+    rule, instead of among them.
+    """
+    return bool(_EXACT_TOKEN_RE.search(text))
+
+
 def gist(text: str) -> str:
     """The first words of a task: its title line or first sentences, without framing."""
     return clip(_strip_tags(text), GIST_CHARS)
@@ -408,12 +437,10 @@ def gist(text: str) -> str:
 
 
 def _tier(item: Item, lead: bool, focus: list[str]) -> float:
-    if item.kind in ("pinned", "focus"):
-        tier = 0.0
+    if item.kind in ("pinned", "focus", "fact"):
+        tier = 0.0  # what the user stated: a rule, a preference, an exact value
     elif item.kind in ("goal", "current", "task"):
         tier = 1.0
-    elif item.kind == "fact":
-        tier = 2.0
     elif lead:
         tier = 3.0 + list(_LEADS).index(item.kind) / 10
     else:
@@ -437,12 +464,74 @@ def rank(items: Sequence[Item], focus: list[str]) -> list[_Ranked]:
 
 @dataclass(frozen=True)
 class Fitted:
-    """A rendered summary and how many candidate items the budget left out."""
+    """A rendered summary and how many candidate items the budget left out or shortened."""
 
     text: str
     kept: int
     omitted: int
     omitted_priority: int  # key items: rules, user facts, the ask, the newest findings/changes/...
+    shortened: int = 0  # statements kept in condensed wording (``condense``)
+
+
+# Kinds whose wording may be condensed when they do not all fit: the user's statements.
+_CONDENSABLE = ("pinned", "statement", "fact", "current")
+# "Label: text" with a few words before the colon and a whole statement after it.
+_LEAD_LABEL_RE = re.compile(r"^[^\s:：]+(?:\s+[^\s:：]+){0,2}\s*[:：]\s+(?=(?:\S+\s+){3}\S)")
+_ARTICLE_RE = re.compile(r"\b(?:the|a|an)\s+", re.IGNORECASE)
+
+
+def condense(text: str) -> str:
+    """``text`` in fewer characters, its values, names and rules intact.
+
+    A leading label that heads a whole statement (``NOTE: the API is on port
+    8080``) and the articles go; every other word stays, so every exact token,
+    negation and obligation word is kept.
+    """
+    out = _LEAD_LABEL_RE.sub("", text, count=1)
+    out = _ARTICLE_RE.sub("", out)
+    out = re.sub(r"\s{2,}", " ", out).strip()
+    return out[:1].upper() + out[1:] if out else text
+
+
+def _condensed(ranked: list[_Ranked]) -> tuple[list[_Ranked], int]:
+    """``ranked`` with every user statement in condensed wording, and how many changed."""
+    out, shortened = [], 0
+    for r in ranked:
+        if r.item.kind in _CONDENSABLE:
+            short = condense(r.item.text)
+            if short != r.item.text:
+                shortened += 1
+                r = _Ranked(Item(r.item.section, r.item.kind, short, r.item.seq), r.tier)
+        out.append(r)
+    return out, shortened
+
+
+@dataclass
+class _Greedy:
+    chosen: dict[str, list[Item]]
+    omitted: int
+    omitted_priority: int
+    omitted_statements: int
+
+
+def _greedy(ranked: list[_Ranked], max_chars: int, limit_tokens: int) -> _Greedy:
+    """Take the items in ``ranked`` order while they fit (characters and token parts)."""
+    chars = cjk = rest = 0
+    out = _Greedy({}, 0, 0, 0)
+    for r in ranked:
+        item = r.item
+        piece = ("" if item.section in out.chosen else f"\n\n{item.section}") + f"\n- {item.text}"
+        c_cjk, c_rest = token_parts(piece)
+        if chars + len(piece) > max_chars or cjk + c_cjk + (rest + c_rest + 3) // 4 > limit_tokens:
+            out.omitted += 1
+            out.omitted_priority += r.tier < 4
+            out.omitted_statements += item.kind in _CONDENSABLE
+            continue
+        chars += len(piece)
+        cjk += c_cjk
+        rest += c_rest
+        out.chosen.setdefault(item.section, []).append(item)
+    return out
 
 
 def fit(items: Sequence[Item], max_chars: int, max_tokens: int | None, focus: str | None) -> Fitted:
@@ -450,31 +539,24 @@ def fit(items: Sequence[Item], max_chars: int, max_tokens: int | None, focus: st
 
     The cost of each item and heading is counted exactly (characters, and the
     parts of the rough token estimate), so the budget is spent, not guessed.
+    When a user statement would be left out, every statement is condensed
+    first (``condense``: its label and articles go, its values stay) and the
+    items are chosen again.
     """
     terms = [w for w in re.findall(r"\w{3,}", (focus or "").lower())]
     ranked = sorted(rank(items, terms), key=lambda r: (r.tier, -r.item.seq))
-    chars = cjk = rest = 0
-    chosen: dict[str, list[Item]] = {}
     limit_tokens = max_tokens if max_tokens is not None else 1 << 60
-    omitted = omitted_priority = 0
-    for r in ranked:
-        item = r.item
-        piece = ("" if item.section in chosen else f"\n\n{item.section}") + f"\n- {item.text}"
-        c_cjk, c_rest = token_parts(piece)
-        if chars + len(piece) > max_chars or cjk + c_cjk + (rest + c_rest + 3) // 4 > limit_tokens:
-            omitted += 1
-            omitted_priority += r.tier < 4
-            continue
-        chars += len(piece)
-        cjk += c_cjk
-        rest += c_rest
-        chosen.setdefault(item.section, []).append(item)
+    taken, shortened = _greedy(ranked, max_chars, limit_tokens), 0
+    if taken.omitted_statements:
+        ranked, shortened = _condensed(ranked)
+        taken = _greedy(ranked, max_chars, limit_tokens)
+    chosen = taken.chosen
     if not chosen and ranked:
         top = ranked[0].item
         room = max(20, min(max_chars, limit_tokens * 4) - len(top.section) - 4)
         chosen[top.section] = [Item(top.section, top.kind, clip(top.text, room), top.seq)]
     kept = sum(len(v) for v in chosen.values())
-    return Fitted(render(chosen), kept, omitted, omitted_priority)
+    return Fitted(render(chosen), kept, taken.omitted, taken.omitted_priority, shortened)
 
 
 def render(sections: dict[str, list[Item]]) -> str:
@@ -493,9 +575,10 @@ def build_items(
     goal_hint: str | None = None,
     previous_at: int = 0,
     context: Sequence[dict[str, Any]] = (),
+    tail: Sequence[dict[str, Any]] = (),
 ) -> list[Item]:
     """Every candidate item of the summary, before the budget is applied."""
-    return _Builder(turns, previous_summary, goal_hint, previous_at, context).items()
+    return _Builder(turns, previous_summary, goal_hint, previous_at, context, tail).items()
 
 
 def _unique(items: Iterable[Item]) -> list[Item]:
@@ -534,6 +617,7 @@ class DeterministicSummarizer:
         goal_hint: str | None = None,
         previous_at: int = 0,
         context: Sequence[dict[str, Any]] = (),
+        tail: Sequence[dict[str, Any]] = (),
     ) -> Fitted:
         """Summarise ``turns`` and say how many items the budget left out.
 
@@ -548,8 +632,10 @@ class DeterministicSummarizer:
             previous_at: How many of ``turns`` come before the previous summary.
             context: Messages kept verbatim before ``turns`` (the protected head):
                 read for the files they show, never summarised.
+            tail: Messages kept verbatim after ``turns``: a user statement they
+                repeat word for word is not repeated in the summary.
         """
-        items = build_items(turns, previous_summary, goal_hint, previous_at, context)
+        items = build_items(turns, previous_summary, goal_hint, previous_at, context, tail)
         if focus:
             items.append(Item("## Active Task", "focus", f"Focus: {clip(focus, 200)}", 1 << 40))
         budget = max(200, min(max_chars, DEFAULT_MAX_CHARS))

@@ -182,11 +182,31 @@ def fact_key(sentence: str) -> str:
         pair = sorted({" ".join(_normal_words(prefer["a"])), " ".join(_normal_words(prefer["b"]))})
         return "prefer:" + "|".join(pair)
     match = _COPULA_RE.match(body)
+    if match and _labels_a_sentence(body, match):
+        return fact_key(match["value"])  # "FACT: The database is X": keyed by what it states
     if match and not re.search(r"\b(never|not|don'?t)\b", match["subject"], re.IGNORECASE):
         words = _normal_words(match["subject"])
         if words and not set(words) <= _GENERIC_SUBJECTS:
             return "item:" + " ".join(words[-6:])
     return "text:" + " ".join(_normal_words(body))
+
+
+# A value of at least this many words after "Label:" is a statement of its own.
+LABELLED_SENTENCE_WORDS = 4
+
+
+def _labels_a_sentence(body: str, match: re.Match[str]) -> bool:
+    """Whether ``Label: text`` puts a heading before a whole statement.
+
+    ``Deadline: Friday`` names an item and its value; in ``Note: the API is on
+    port 8080`` the part before the colon says what kind of statement follows,
+    and every statement of that kind shares it, so it cannot tell items apart.
+    Only the colon form, with the subject as the text's first part, and a value
+    of several words.
+    """
+    subject = match["subject"]
+    rest = body[len(subject) :].lstrip()
+    return rest.startswith((":", "：")) and len(match["value"].split()) >= LABELLED_SENTENCE_WORDS
 
 
 _QUESTION_RE = re.compile(r"[?？]\s*$")

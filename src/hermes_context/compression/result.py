@@ -23,7 +23,9 @@ class CompressionReport:
     ``summary_items`` counts its lines and ``summary_items_omitted`` the candidate
     lines the budget left out (``summary_priority_omitted`` of them key items:
     pinned rules, user facts, the goal, the task, the newest findings, changes,
-    test outcomes, errors and decisions).
+    test outcomes, errors and decisions); ``summary_items_shortened`` the user
+    statements kept in condensed wording (their label and articles dropped)
+    because they did not all fit.
     """
 
     stages: list[StageFigures] = field(default_factory=list)
@@ -35,6 +37,7 @@ class CompressionReport:
     summary_items: int = 0
     summary_items_omitted: int = 0
     summary_priority_omitted: int = 0
+    summary_items_shortened: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, for ``--json`` output."""
@@ -56,6 +59,8 @@ class CompressionReport:
                 left = f", {self.summary_items_omitted} left out for the budget"
                 if self.summary_priority_omitted:
                     left += f" ({self.summary_priority_omitted} of them key items)"
+            if self.summary_items_shortened:
+                left += f", {self.summary_items_shortened} statements shortened"
             lines.append(f"summary: {self.summary_items} items{left}")
         lines.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(lines)

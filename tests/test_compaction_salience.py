@@ -1,0 +1,157 @@
+"""What a tight compaction keeps: labelled statements apart, nothing kept twice, values first.
+
+The session below is written for these tests (not the conformance kit's): a
+user states rules, facts and preferences under labels of their own, between
+chat turns that carry no value, name or rule.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hermes_context import ContextCompressor
+from hermes_context.compression.deterministic import condense, informative
+from hermes_context.compression.pinned import fact_key
+from hermes_context.credentials import (
+    _ASSIGNMENT,
+    _AUTH_HEADER,
+    _PROVIDER_KEYS,
+    _URL_USERINFO,
+    _marker,
+    _sub_assignment,
+    redact_credentials,
+)
+from hermes_context.messages import content_text
+
+STATEMENTS = [
+    "Note: the billing export runs at 02:15 UTC from host ledger-7.",
+    "Note: the refund service answers on port 8443 behind the gateway.",
+    "Rule: never rotate the signing key kx-2291 without Priya on the call.",
+    "Rule: only deploy from the release/3.4 branch.",
+    "Preference: Priya wants replies in bullet points with sizes in MiB.",
+    "Context: the staging database is Postgres 16 in region ap-south-2.",
+]
+CHAT = [
+    "Thinking about how the team splits the work this quarter.",
+    "We talked through the onboarding flow for a while.",
+    "Looking over the retro notes from last week together.",
+]
+
+
+def _session(rounds: int = 4) -> list[dict]:
+    messages = [{"role": "system", "content": "You are a careful operations assistant."}]
+    k = 0
+    for statement in STATEMENTS:
+        for _ in range(rounds):
+            messages += [
+                {"role": "user", "content": CHAT[k % len(CHAT)]},
+                {"role": "assistant", "content": "Understood."},
+            ]
+            k += 1
+        messages += [
+            {"role": "user", "content": statement},
+            {"role": "assistant", "content": "Noted."},
+        ]
+    for _ in range(rounds):
+        messages += [
+            {"role": "user", "content": CHAT[k % len(CHAT)]},
+            {"role": "assistant", "content": "Understood."},
+        ]
+        k += 1
+    return messages
+
+
+def _text(messages: list[dict]) -> str:
+    return "\n".join(content_text(m.get("content")) for m in messages)
+
+
+def test_statements_under_one_label_are_different_items():
+    keys = {fact_key(s) for s in STATEMENTS[:2]}
+    assert len(keys) == 2  # "Note:" heads both; it does not make them one item
+    # A label before a bare value still names the item, so a restatement replaces it.
+    assert fact_key("Deadline: Friday") == fact_key("Deadline: Monday")
+
+
+def test_every_labelled_statement_survives_a_tight_target():
+    messages = _session()
+    result = ContextCompressor(100_000).compress(messages, force=True, target_tokens=250)
+    assert result.tokens_after <= 250
+    text = _text(result.messages).lower()
+    for value in ("02:15", "ledger-7", "8443", "kx-2291", "release/3.4", "mib", "ap-south-2"):
+        assert value in text
+    assert "never rotate" in text and "only deploy" in text
+
+
+def test_a_statement_kept_verbatim_in_the_tail_is_not_repeated_in_the_summary():
+    messages = _session()
+    messages += [
+        {"role": "user", "content": STATEMENTS[0]},
+        {"role": "assistant", "content": "Noted again."},
+    ]
+    result = ContextCompressor(100_000).compress(messages, force=True, target_tokens=900)
+    assert result.summary is not None
+    assert "02:15 UTC" not in result.summary  # the tail holds it word for word
+    assert "02:15 UTC" in _text(result.messages)
+
+
+def test_chat_without_values_yields_to_statements_that_have_them():
+    assert not informative(CHAT[0]) and all(informative(s) for s in STATEMENTS)
+    messages = _session()
+    result = ContextCompressor(100_000).compress(messages, force=True, target_tokens=250)
+    summary = result.summary or ""
+    kept_chat = [c for c in CHAT if condense(c).rstrip(".") in summary]
+    kept_values = [s for s in STATEMENTS if condense(s).rstrip(".") in summary]
+    assert len(kept_values) == len(STATEMENTS) and len(kept_chat) < len(CHAT)
+
+
+def test_shortened_statements_are_reported():
+    roomy = ContextCompressor(100_000).compress(_session(), force=True, target_tokens=350)
+    assert roomy.report.summary_items_shortened == 0  # everything fits in its own words
+    result = ContextCompressor(100_000).compress(_session(), force=True, target_tokens=300)
+    assert result.report.summary_items_shortened > 0
+    assert "statements shortened" in result.report.render()
+
+
+@given(st.lists(st.sampled_from(STATEMENTS + CHAT), min_size=1, max_size=6))
+def test_condense_keeps_every_value_and_rule_word(parts):
+    text = " ".join(parts)
+    short = condense(text)
+    assert len(short) <= len(text)
+    for token in re.findall(r"\S*\d\S*|never|only|without", text, re.I):
+        assert token.lower().strip(".,") in short.lower()
+
+
+# -- redaction: the cheap gates change no result ---------------------------------------
+
+SECRET_PIECES = [
+    "sk-proj-" + "a1B2" * 8,
+    "ghp_" + "x9" * 20,
+    "AKIA" + "ABCDEFGHIJ012345",
+    "postgres://admin:s3cretpw1@db.internal/app",
+    "Authorization: Bearer abcdefghijklmnop1234",
+    "DB_PASSWORD=hunter2hunter2",
+    "api_key: 9f8e7d6c5b4a3f2e1d0c",
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEow==\n-----END RSA PRIVATE KEY-----",
+    "xoxb-1234567890-abcdef",
+]
+
+
+def _ungated(text: str) -> str:
+    text = _PROVIDER_KEYS.sub(lambda m: _marker(m.lastgroup or "secret"), text)
+    text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{_marker('url_credentials')}@", text)
+    text = _AUTH_HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{_marker('bearer_token')}", text)
+    return _ASSIGNMENT.sub(_sub_assignment, text)
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.one_of(st.sampled_from(SECRET_PIECES), st.text(max_size=40)), min_size=1, max_size=6
+    )
+)
+def test_gated_redaction_equals_running_every_pattern(parts):
+    text = " ".join(parts)
+    assert redact_credentials(text) == _ungated(text)
