@@ -110,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(report, indent=2) if args.json else render(report))
     failed = [p for p, d in report["splits"].items() if d["share"] < GOAL]
     for part in failed:
-        print(f"- FAIL: {part}: kept {report['splits'][part]['share']:.0%} < {GOAL:.0%}")
+        line = f"- FAIL: {part}: kept {report['splits'][part]['share']:.0%} < {GOAL:.0%}"
+        print(line, file=sys.stderr if args.json else sys.stdout)
     return 1 if failed else 0
 
 

@@ -176,3 +176,11 @@ def test_bench_smoke_threats() -> None:
     # Exit 1 when the untuned batches miss the target, which the rules alone do.
     data = run_json("threats.py", "--no-semantic", "--batches", "heldout_r", codes=(0, 1))
     assert data["modes"] == ["rules"] and "heldout_r" in data["batches"]
+
+
+def test_bench_smoke_trajectories() -> None:
+    # Exit 1 while the tuned split keeps under 85% of its probes (docs/benchmarks.md).
+    data = run_json("trajectories.py", "--split", "tuned", codes=(0, 1))
+    part = data["splits"]["tuned"]
+    assert data["target_tokens"] == 3_000 and part["probes"] == 50
+    assert set(part["by_kind"]) == {"diagnosis", "change", "test", "error", "next"}
