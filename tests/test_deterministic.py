@@ -356,7 +356,9 @@ def test_tight_target_on_a_real_transcript_keeps_the_facts_of_the_middle():
     result = ContextCompressor(64_000).compress(messages, force=True, target_tokens=3_000)
     summary = result.summary
     assert "None" not in summary
-    assert 2_700 <= result.tokens_after <= 3_000
+    # The target bends the head (only the system prompt verbatim); the tail's next whole
+    # message would not fit, so up to ~12% of the target may stay unused.
+    assert 2_600 <= result.tokens_after <= 3_000
     assert "Changed `django/contrib/admin/views/autocomplete.py`" in summary
     assert "serialize_result" in summary
     assert "No module named" in summary  # the tests could not run, and why

@@ -493,15 +493,15 @@ class ContextCompressor:
         if target_tokens is not None and self.summarizer is None:
             result = self._fit_target(call, original, tokens_before, head_end, target_tokens)
             bare = protect_head_end(original, self.protect_first_n, decayed=True)
-            if head_end > bare and not result.aborted and result.report.summary_priority_omitted:
-                # Key items left out: the verbatim head bends before they go. The system
-                # prompt stays; the first request is summarised (the goal keeps its gist).
+            if head_end > bare and not result.aborted and _left_out(result):
+                # Summary items left out: the verbatim head bends before they go. The
+                # system prompt stays; the first request is summarised (the goal keeps
+                # its opening).
                 bent = self._fit_target(call, original, tokens_before, bare, target_tokens)
                 if (
                     not bent.aborted
                     and bent.tokens_after <= target_tokens
-                    and bent.report.summary_priority_omitted
-                    < result.report.summary_priority_omitted
+                    and _left_out(bent) < _left_out(result)
                 ):
                     bent.report.warnings.append(
                         "the target left no room for the protected head: only the system "
@@ -911,6 +911,12 @@ def _plans(
         tail //= 2
         summary_tokens = max(50, int(summary_tokens * 0.7))
     return plans
+
+
+def _left_out(result: CompressionResult) -> tuple[int, int]:
+    """Summary items the budget left out: key items first, then all of them."""
+    report = result.report
+    return report.summary_priority_omitted, report.summary_items_omitted
 
 
 def _kept_tokens(messages: list[dict[str, Any]], bounds: Any) -> int:

@@ -68,6 +68,7 @@ _REST_TIER = {
     "action": 6,
     "carried": 6,
     "statement": 5,
+    "seen": 5,
 }
 _POINTER = "(the user's first message, kept verbatim in this conversation)"
 _CURRENT = "Current: "
@@ -107,6 +108,8 @@ def _kind_of(section: str, text: str) -> str:
             return kind
     if text.startswith(_ERROR_PREFIXES):
         return "error"
+    if text.startswith("Seen: "):
+        return "seen"
     if text.startswith(_TERMS_PREFIX):
         return "terms"
     if section == "## Relevant Files":
@@ -292,7 +295,7 @@ class _Builder:
             out.append(Item("## Completed Actions", "test", run.render(), run.seq))
         for item in self.h.items:
             if (
-                item.kind in ("finding", "decision", "error", "action", "todo")
+                item.kind in ("finding", "decision", "error", "seen", "action", "todo")
                 and item.text not in seen
             ):
                 seen.add(item.text)
@@ -308,7 +311,7 @@ class _Builder:
         tests: dict[str, TestRun],
     ) -> Item | None:
         kind = _kind_of(section, text)
-        if section == "## Critical Context" and kind != "error":
+        if section == "## Critical Context" and kind not in ("error", "seen"):
             return None  # facts are merged with the pinned facts
         m = _CHANGE_RE.match(text)
         if m and m["path"] in changes:
@@ -514,12 +517,33 @@ class _Greedy:
     omitted_statements: int
 
 
+# Kinds read from the agent's prose, where one thought is often written several times.
+_PROSE_KINDS = frozenset(("finding", "decision", "next", "todo"))
+# An item sharing this share of its words with one already taken says nothing new.
+REDUNDANT_SHARE = 0.6
+_CONTENT_WORD_RE = re.compile(r"[^\W\d_]{3,}|\S*\d\S*|`[^`]+`")
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w.lower() for w in _CONTENT_WORD_RE.findall(text))
+
+
 def _greedy(ranked: list[_Ranked], max_chars: int, limit_tokens: int) -> _Greedy:
-    """Take the items in ``ranked`` order while they fit (characters and token parts)."""
+    """Take the items in ``ranked`` order while they fit (characters and token parts).
+
+    A prose item most of whose words an item already taken holds is passed
+    over (redundancy), so the budget goes to thoughts not yet said.
+    """
     chars = cjk = rest = 0
     out = _Greedy({}, 0, 0, 0)
+    said: list[frozenset[str]] = []
     for r in ranked:
         item = r.item
+        if item.kind in _PROSE_KINDS:
+            words = _words(item.text)
+            if words and any(len(words & w) >= REDUNDANT_SHARE * len(words) for w in said):
+                out.omitted += 1
+                continue
         piece = ("" if item.section in out.chosen else f"\n\n{item.section}") + f"\n- {item.text}"
         c_cjk, c_rest = token_parts(piece)
         if chars + len(piece) > max_chars or cjk + c_cjk + (rest + c_rest + 3) // 4 > limit_tokens:
@@ -531,6 +555,8 @@ def _greedy(ranked: list[_Ranked], max_chars: int, limit_tokens: int) -> _Greedy
         cjk += c_cjk
         rest += c_rest
         out.chosen.setdefault(item.section, []).append(item)
+        if item.kind in _PROSE_KINDS:
+            said.append(_words(item.text))
     return out
 
 

@@ -31,6 +31,7 @@ from .observations import (
     enclosing_definition,
     final_error,
     has_traceback,
+    key_lines,
     parse_diff,
     parse_test_outcome,
     strip_line_numbers,
@@ -72,6 +73,10 @@ _CACHED_PROSE_CHARS = 1_000
 # Actions (runs, installs, git) rendered, and failed commands read for errors, newest first.
 MAX_ACTIONS = 30
 MAX_ERRORS = 15
+# Outcome lines of outputs that no error item states (``_seen``), newest first.
+MAX_SEEN = 20
+# ...read from this many newest outputs at most (each output's tail is scanned).
+MAX_SEEN_OUTPUTS = 80
 # Files a command's output is redirected to that are run-time artifacts, not project files.
 _ARTIFACT_RE = re.compile(r"\.(?:out|log|pid|tmp|err)$|^/tmp/|^/dev/")
 # Programs whose exit status 1 is an answer, not a failure.
@@ -325,6 +330,7 @@ class _Walker:
         self.prose: list[tuple[int, str]] = []
         self.actions: list[tuple[int, str, Any, str, str]] = []
         self.failures: list[tuple[int, Command, str]] = []
+        self.outputs: list[tuple[int, str, str]] = []  # every shell output: seq, command, text
         self.artifacts: set[str] = set()
         self.last_step: tuple[int, Any] | None = None
         self.seen: set[str] = set()
@@ -343,6 +349,7 @@ class _Walker:
         self.prose = []
         self.actions = []
         self.failures = []
+        self.outputs = []
         self.last_step = None
         self.created = {p: how for p, how in self.created.items() if p in self.seen}
         for i, m in enumerate(turns):
@@ -459,6 +466,7 @@ class _Walker:
             self.h.tests[key] = TestRun(seq, test, content, history[-MAX_TEST_HISTORY:])
         if cmd.kind != "test" and _may_have_failed(content):
             self.failures.append((seq, cmd, content))
+        self.outputs.append((seq, cmd.core, content))
         if cmd.kind in ("run", "install", "vcs"):
             self.actions.append((seq, name, args, content, cmd.core))
 
@@ -682,6 +690,25 @@ class _Walker:
         self._read_prose()
         self._render_actions()
         self._errors()
+        self._seen()
+
+    def _seen(self) -> None:
+        """Outcome lines of the newest outputs (any exit code) that no error item states.
+
+        An agent's scripts print the exception they caught, a linter its codes,
+        with exit 0: what it saw there is what it reasons from next.
+        """
+        said = {i.text for i in self.h.items if i.kind == "error"}
+        seen: set[str] = set()
+        for seq, core, content in reversed(self.outputs[-MAX_SEEN_OUTPUTS:]):
+            if len(seen) >= MAX_SEEN:
+                break
+            for line in key_lines(unwrap_result(content).text):
+                if line in seen or any(line in text for text in said):
+                    continue
+                seen.add(line)
+                core = clip(core, COMMAND_CHARS)
+                self._add("## Critical Context", "seen", f"Seen: `{core}`: {line}", seq)
 
     def _render_actions(self) -> None:
         """One-line summaries of the newest actions and of the last step."""

@@ -311,6 +311,36 @@ def _error_line(line: str) -> re.Match[str] | None:
     return None
 
 
+# A compiler or linter diagnostic: ``path:line[:col]: CODE message`` (``E0401``, ``F401``).
+_DIAGNOSTIC_RE = re.compile(r"^(\S+:\d+(?::\d+)?:\s*[A-Z]+\d{2,5}\b.*)$")
+# Key lines kept per output at most, and how far a long output is read.
+MAX_KEY_LINES = 3
+
+
+def key_lines(text: str) -> list[str]:
+    """The lines of an output that state an outcome, whatever its exit code, newest last.
+
+    Exception lines (anywhere, not only a traceback's last one), error lines,
+    linter and compiler diagnostics; read by their shape, so a script's own
+    output of an exception it caught counts too. At most ``MAX_KEY_LINES``,
+    the last ones, each once.
+    """
+    lines = _tail(text).splitlines()
+    raised = _raised_lines(lines)
+    found: list[str] = []
+    for i in range(len(lines) - 1, -1, -1):
+        line = lines[i]
+        if not line.strip() or len(line) > 2_000:
+            continue
+        m = _RAISED_RE.match(line) if i in raised else None
+        m = m or _EXCEPTION_LINE_RE.match(line) or _error_line(line) or _DIAGNOSTIC_RE.match(line)
+        if m is not None:
+            found.append(_clip(m.group(1).strip(), ERROR_LINE_CHARS))
+            if len(dict.fromkeys(found)) >= MAX_KEY_LINES:
+                break
+    return list(dict.fromkeys(reversed(found)))
+
+
 def has_traceback(text: str) -> bool:
     """Whether the output ends in a traceback (one was printed near its end)."""
     return "Traceback (most recent call last)" in _tail(text)
