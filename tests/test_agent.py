@@ -679,6 +679,38 @@ def test_no_progress_notices_by_default(long_workspace, hermes_home):
     assert not any(e == "progress_notice" for e, _ in events)
 
 
+def test_every_compaction_gets_one_notice_line_by_default(long_workspace, hermes_home):
+    events = []
+    model = FunctionModel(long_session_responder)
+    agent = make_agent(model, long_workspace, hermes_home, context_length=16_000, events=events)
+    for turn in range(4):
+        agent.run_conversation(f"Turn {turn}: read big.txt")
+    notices = [d for e, d in events if e == "compaction_notice"]
+    finished = [d for e, d in events if e == "compression_finished"]
+    assert notices and len(notices) <= len(finished)
+    first = notices[0]
+    assert first["tokens_before"] > first["tokens_after"] > 0
+    line = describe_event("compaction_notice", first)
+    assert line.startswith(f"  [compacted {first['tokens_before']:,} -> ")
+    assert "messages summarised" in line or "tool results shortened" in line
+
+
+def test_a_compaction_still_over_the_window_is_said_as_a_warning(workspace, hermes_home):
+    # The newest user message alone is larger than the window: no compaction can fit it.
+    events = []
+    model = FunctionModel(lambda messages, tools=None: Reply.text("ok"))
+    agent = make_agent(model, workspace, hermes_home, context_length=8_000, events=events)
+    for turn in range(3):
+        agent.run_conversation(f"turn {turn}: " + "short note. " * 40)
+    agent.run_conversation("please read this: " + "word " * 12_000)
+    warnings = [d["message"] for e, d in events if e == "warning"]
+    assert any("still over the context window" in w for w in warnings), warnings
+    assert any(
+        (describe_event("warning", {"message": w}) or "").startswith("  warning: compaction: ")
+        for w in warnings
+    )
+
+
 def test_without_quiet_mode_progress_goes_to_stderr(model, workspace, hermes_home, capsys):
     model.enqueue(Reply.tool_calls([call("read_file", {"path": "app.py"})]))
     model.enqueue(Reply.text("ok"))

@@ -660,3 +660,22 @@ def test_asking_whether_to_compress_changes_no_state():
     state.record_outcome(tokens_before=100, tokens_after=99, used_fallback=False, now=1_000.0)
     assert state.block_reason(1_100.0) == "ineffective"
     assert state.block_reason(1_400.0) is None
+
+
+def test_a_compression_that_saves_nothing_is_not_counted_but_strikes():
+    from hermes_context.compression.antithrash import STRIKES_TO_BLOCK
+
+    tiny = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+    ]
+    comp = ContextCompressor(8_000)
+    for _ in range(STRIKES_TO_BLOCK):
+        result = comp.compress(tiny, force=True)
+        assert result.tokens_after >= result.tokens_before
+    state = comp.get_state()
+    assert state["compression_count"] == 0 and state["turn_compressions"] == 0
+    assert state["ineffective_count"] == STRIKES_TO_BLOCK and state["blocked_since"] > 0
+    blocked = comp.compress(tiny)  # automatic: the strikes block it
+    assert any("automatic compression is paused" in w for w in blocked.report.warnings)

@@ -25,6 +25,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 # Provider keys by published prefix: (kind, regex, what it is, cheap lower-case
@@ -166,34 +169,67 @@ def _sub_assignment(match: re.Match[str]) -> str:
     return f"{name}{sep}{quote}{_marker('secret_assignment')}"
 
 
-# Lower-case substrings without which a pattern cannot match: most texts hold none, and
-# a substring test is ~100x cheaper than running the pattern (compaction redacts every
-# message it summarises).
-_PROVIDER_GATES = tuple(g for *_, gates in PROVIDER_KEY_PATTERNS for g in gates) + ("private key",)
-_AUTH_GATES = ("bearer", "basic", "token")
-_ASSIGNMENT_GATES = ("key", "token", "secret", "passw", "pwd", "passphrase", "credential", "auth")
-# One pass for the common case, a text with none of them.
-_ANY_GATE = re.compile(
-    "|".join(re.escape(g) for g in (*_PROVIDER_GATES, "://", *_AUTH_GATES, *_ASSIGNMENT_GATES))
+# Cheap tests on the lower-cased text without which a pattern cannot match: most texts
+# fail them, and a substring test (or a case-sensitive scan of the lower-cased text) is
+# 10-40x cheaper than the pattern itself (compaction redacts every message and every
+# tool output it summarises).
+_PROVIDER_GATE = re.compile(
+    "|".join(
+        re.escape(g)
+        for g in (*(g for *_, gates in PROVIDER_KEY_PATTERNS for g in gates), "private key")
+    )
 )
+_AUTH_GATE = re.compile("bearer|basic|token")
+# A secret name's word, then ``=`` or ``:`` (what ``_ASSIGNMENT`` needs around its name).
+_ASSIGNMENT_GATE = re.compile(
+    r"(?:key|token|secret|passw|pwd|passphrase|credential|auth)[a-z0-9_.-]*[\"']?\s*[=:]"
+)
+
+
+# Within ``memoized_redaction``: texts already redacted, so a compaction that reads one
+# tool output twice (pruning, then summarising) scans it once.
+_MEMO: ContextVar[dict[str, str] | None] = ContextVar("hermes_redaction_memo", default=None)
+# Texts shorter than this are not memoised (redacting them costs less than remembering).
+_MEMO_MIN_CHARS = 256
+
+
+@contextmanager
+def memoized_redaction() -> Iterator[None]:
+    """Within this block, redacting the same text again is a dictionary look-up."""
+    if _MEMO.get() is not None:
+        yield
+        return
+    token = _MEMO.set({})
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
 
 
 def redact_credentials(text: str) -> str:
     """``text`` with every credential replaced by ``[REDACTED:<kind>]``; idempotent."""
     if not text:
         return text
+    memo = _MEMO.get() if len(text) >= _MEMO_MIN_CHARS else None
+    if memo is not None:
+        done = memo.get(text)
+        if done is None:
+            done = memo[text] = _redacted(text)
+        return done
+    return _redacted(text)
+
+
+def _redacted(text: str) -> str:
     lower = text.lower()
-    if _ANY_GATE.search(lower) is None:
-        return text
-    if any(g in lower for g in _PROVIDER_GATES):
+    if _PROVIDER_GATE.search(lower):
         text = _PROVIDER_KEYS.sub(lambda m: _marker(m.lastgroup or "secret"), text)
     if "://" in text:
         text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{_marker('url_credentials')}@", text)
-    if any(g in lower for g in _AUTH_GATES):
+    if _AUTH_GATE.search(lower):
         text = _AUTH_HEADER.sub(
             lambda m: f"{m.group(1)}{m.group(2)}{_marker('bearer_token')}", text
         )
-    if any(g in lower for g in _ASSIGNMENT_GATES):
+    if _ASSIGNMENT_GATE.search(lower):
         text = _ASSIGNMENT.sub(_sub_assignment, text)
     return text
 

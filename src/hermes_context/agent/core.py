@@ -721,6 +721,17 @@ class AIAgent:
         if result.changed:
             self._persist_compression(before, result)
             self._noticed = False
+            self._emit(
+                "compaction_notice",
+                tokens_before=result.tokens_before,
+                tokens_after=result.tokens_after,
+                summarised=result.dropped,
+                pruned=len(result.report.pruned),
+                left_out=result.report.summary_items_omitted,
+                shortened=result.report.summary_items_shortened,
+            )
+        for warning in result.report.warnings:  # over the window, fallbacks, nothing saved
+            self._emit("warning", message=f"compaction: {warning}", source="compaction")
         entry["session_id"] = self.session_id
         return entry
 

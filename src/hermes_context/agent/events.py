@@ -25,6 +25,8 @@ def describe_event(event: str, data: dict[str, Any]) -> str | None:
         return f"  -> {visible(str(data.get('name')))}({visible(shown)})"
     if event == "progress_notice":  # compression.progress_notices
         return f"  [{visible(str(data.get('message')))}]"
+    if event == "compaction_notice":
+        return "  [" + compaction_notice(data) + "]"
     if event == "session_rotated":
         return f"  [continuing in session {data.get('session_id')}]"
     if event == "retry":
@@ -35,3 +37,19 @@ def describe_event(event: str, data: dict[str, Any]) -> str | None:
     if event == "warning":
         return f"  warning: {visible(str(data.get('message')))}"
     return None
+
+
+def compaction_notice(data: dict[str, Any]) -> str:
+    """One line on a compaction: tokens before and after, and what went where."""
+    parts = [
+        f"compacted {data.get('tokens_before', 0):,} -> {data.get('tokens_after', 0):,} tokens"
+    ]
+    if data.get("summarised"):
+        parts.append(f"{data['summarised']} messages summarised")
+    if data.get("pruned"):
+        parts.append(f"{data['pruned']} tool results shortened")
+    if data.get("left_out"):
+        parts.append(f"{data['left_out']} summary items left out for room")
+    if data.get("shortened"):
+        parts.append(f"{data['shortened']} statements condensed")
+    return "; ".join(parts)

@@ -74,6 +74,12 @@ class ThrashState:
         # A probe that failed again re-arms the block for another full period.
         self.blocked_since = now if blocked else 0.0
 
+    def record_no_saving(self, *, now: float) -> None:
+        """A compression that saved no token: an ineffective strike, not a compression."""
+        self.ineffective_count += 1
+        if self.ineffective_count >= STRIKES_TO_BLOCK or self.fallback_streak >= STRIKES_TO_BLOCK:
+            self.blocked_since = now
+
     def clear_ineffective(self) -> None:
         """A real reading below the threshold: the context is healthy again."""
         self.ineffective_count = 0

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..credentials import redact_credentials, redact_message
+from ..credentials import memoized_redaction, redact_credentials, redact_message
 from ..errors import ConfigError, LLMAPIError
 from ..messages import (
     check_message_shape,
@@ -389,7 +389,7 @@ class ContextCompressor:
         Raises:
             InvalidMessagesError: ``messages`` is not a list of message objects.
         """
-        with self._lock, memoized_estimates():
+        with self._lock, memoized_estimates(), memoized_redaction():
             return self._compress_call(list(messages), force, focus, target_tokens)
 
     def _compress_call(
@@ -521,7 +521,16 @@ class ContextCompressor:
                 f"({target_tokens:,}): the system prompt, the protected head and the newest "
                 "messages alone need more"
             )
-        if not result.aborted:
+        if not result.aborted and result.tokens_after >= tokens_before:
+            # Nothing saved: not a compression (no count, no per-turn slot), but a strike
+            # towards the anti-thrash block, so automatic attempts stop repeating it.
+            self._state.record_no_saving(now=self._clock())
+            if not any(w.startswith("no summary") for w in result.report.warnings):
+                result.report.warnings.append(
+                    f"the compression saved nothing ({tokens_before:,} tokens before, "
+                    f"{result.tokens_after:,} after): not counted as one"
+                )
+        elif not result.aborted:
             self._state.turn_compressions += 1
             self._state.record_outcome(
                 tokens_before=tokens_before,
