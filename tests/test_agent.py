@@ -653,38 +653,36 @@ def test_summaries_by_the_conversations_model_reuse_its_prefix(long_workspace, h
     assert "Read big.txt each turn." in json.dumps(requests[-1].messages)
 
 
+def _four_long_turns(long_workspace, hermes_home) -> list:
+    """The status events of four turns that each read big.txt in a 16K window (it compacts)."""
+    events: list = []
+    model = FunctionModel(long_session_responder)
+    agent = make_agent(model, long_workspace, hermes_home, context_length=16_000, events=events)
+    for turn in range(4):
+        agent.run_conversation(f"Turn {turn}: read big.txt")
+    return events
+
+
 def test_progress_notices_tell_the_user_when_compaction_starts_and_ends(
     long_workspace, hermes_home
 ):
     (hermes_home / "config.yaml").write_text(
         "compression:\n  progress_notices: true\n", encoding="utf-8"
     )
-    events = []
-    model = FunctionModel(long_session_responder)
-    agent = make_agent(model, long_workspace, hermes_home, context_length=16_000, events=events)
-    for turn in range(4):
-        agent.run_conversation(f"Turn {turn}: read big.txt")
+    events = _four_long_turns(long_workspace, hermes_home)
     notices = [d["message"] for e, d in events if e == "progress_notice"]
     assert notices[0].startswith("Compacting the conversation (")
     assert notices[1].startswith("Compacted the conversation: ")
 
 
 def test_no_progress_notices_by_default(long_workspace, hermes_home):
-    events = []
-    model = FunctionModel(long_session_responder)
-    agent = make_agent(model, long_workspace, hermes_home, context_length=16_000, events=events)
-    for turn in range(4):
-        agent.run_conversation(f"Turn {turn}: read big.txt")
+    events = _four_long_turns(long_workspace, hermes_home)
     assert any(e == "compression_finished" for e, _ in events)
     assert not any(e == "progress_notice" for e, _ in events)
 
 
 def test_every_compaction_gets_one_notice_line_by_default(long_workspace, hermes_home):
-    events = []
-    model = FunctionModel(long_session_responder)
-    agent = make_agent(model, long_workspace, hermes_home, context_length=16_000, events=events)
-    for turn in range(4):
-        agent.run_conversation(f"Turn {turn}: read big.txt")
+    events = _four_long_turns(long_workspace, hermes_home)
     notices = [d for e, d in events if e == "compaction_notice"]
     finished = [d for e, d in events if e == "compression_finished"]
     assert notices and len(notices) <= len(finished)
