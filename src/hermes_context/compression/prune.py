@@ -77,8 +77,13 @@ def _has_image(content: Any) -> bool:
 
 def _summarised_content(message: dict[str, Any], calls: dict[str, tuple[str, Any]]) -> str:
     name, args = calls.get(str(message.get("tool_call_id")), (message.get("name") or "tool", {}))
-    # Redacted before summarising: a cut could leave a credential too short to recognise.
-    line = summarize_tool_result(name, redact_value(args), redact_value(message.get("content")))
+    # The line quotes the arguments (clipped: redacted before, as a cut could leave a
+    # credential too short to recognise) and only counts the output (lines, characters,
+    # matches, the exit code), so the output itself needs no redaction; the line is
+    # redacted again, cheaply, in case a summariser ever quotes it.
+    line = redact_credentials(
+        summarize_tool_result(name, redact_value(args), message.get("content"))
+    )
     if _has_image(message.get("content")):
         line += "\n" + SCREENSHOT_PLACEHOLDER
     return line
