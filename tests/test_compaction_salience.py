@@ -155,3 +155,43 @@ def _ungated(text: str) -> str:
 def test_gated_redaction_equals_running_every_pattern(parts):
     text = " ".join(parts)
     assert redact_credentials(text) == _ungated(text)
+
+
+# -- what an output showed, whatever its exit code -------------------------------------
+
+
+def test_key_lines_read_exceptions_diagnostics_and_run_counts_by_their_shape():
+    from hermes_context.compression.observations import key_lines
+
+    head = 'Traceback (most recent call last):\n  File "x.py", line 3, in <module>\n'
+    head += "Order.DoesNotExist: Order matching query does not exist.\n"
+    long_output = head + "progress line\n" * 2_000 + "Ran 11 tests in 0.009s\n"
+    assert key_lines(long_output) == [
+        "Order.DoesNotExist: Order matching query does not exist.",
+        "Ran 11 tests in 0.009s",
+    ]
+    lint = "src/app.py:3:0: E0401: Unable to import 'numpy' (import-error)\nrated 9.5/10"
+    assert key_lines(lint) == ["src/app.py:3:0: E0401: Unable to import 'numpy' (import-error)"]
+    assert key_lines("all good\n3 files checked\n") == []
+
+
+def test_a_script_that_caught_an_exception_and_exited_0_shows_it_in_the_summary():
+    from hermes_context.compression.deterministic import DeterministicSummarizer
+
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "terminal", "arguments": '{"command": "python probe_quota.py"}'},
+    }
+    output = (
+        '{"output": "checking quota...\\nQuotaExceededError: tenant acme-7 used 1043 of 1000 '
+        'slots\\ndone", "exit_code": 0}'
+    )
+    turns = [
+        {"role": "user", "content": "Find out why the acme-7 import stops."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": output},
+        {"role": "assistant", "content": "I will look at the quota table next."},
+    ]
+    summary = DeterministicSummarizer().summarize(turns)
+    assert "Seen: `python probe_quota.py`: QuotaExceededError: tenant acme-7 used 1043" in summary

@@ -313,8 +313,14 @@ def _error_line(line: str) -> re.Match[str] | None:
 
 # A compiler or linter diagnostic: ``path:line[:col]: CODE message`` (``E0401``, ``F401``).
 _DIAGNOSTIC_RE = re.compile(r"^(\S+:\d+(?::\d+)?:\s*[A-Z]+\d{2,5}\b.*)$")
-# Key lines kept per output at most, and how far a long output is read.
+# A test runner's closing count: unittest's "Ran 11 tests in 0.009s", pytest's "=== 3 failed,
+# 2 passed in 0.1s ===".
+_RUN_SUMMARY_RE = re.compile(
+    r"^((?:Ran \d+ tests? in [\d.]+s|=+ .*\d+ (?:passed|failed).* =+))\s*$"
+)
+# Key lines kept per output at most, and how much of a long output's start is read too.
 MAX_KEY_LINES = 3
+KEY_HEAD_CHARS = 2_000
 
 
 def key_lines(text: str) -> list[str]:
@@ -325,7 +331,9 @@ def key_lines(text: str) -> list[str]:
     output of an exception it caught counts too. At most ``MAX_KEY_LINES``,
     the last ones, each once.
     """
-    lines = _tail(text).splitlines()
+    if len(text) > TAIL_SCAN_CHARS + KEY_HEAD_CHARS:  # a traceback may open a long output
+        text = text[:KEY_HEAD_CHARS] + "\n" + text[-TAIL_SCAN_CHARS:]
+    lines = text.splitlines()
     raised = _raised_lines(lines)
     found: list[str] = []
     for i in range(len(lines) - 1, -1, -1):
@@ -333,7 +341,13 @@ def key_lines(text: str) -> list[str]:
         if not line.strip() or len(line) > 2_000:
             continue
         m = _RAISED_RE.match(line) if i in raised else None
-        m = m or _EXCEPTION_LINE_RE.match(line) or _error_line(line) or _DIAGNOSTIC_RE.match(line)
+        m = (
+            m
+            or _EXCEPTION_LINE_RE.match(line)
+            or _error_line(line)
+            or _DIAGNOSTIC_RE.match(line)
+            or _RUN_SUMMARY_RE.match(line)
+        )
         if m is not None:
             found.append(_clip(m.group(1).strip(), ERROR_LINE_CHARS))
             if len(dict.fromkeys(found)) >= MAX_KEY_LINES:
