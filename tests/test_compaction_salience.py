@@ -195,3 +195,25 @@ def test_a_script_that_caught_an_exception_and_exited_0_shows_it_in_the_summary(
     ]
     summary = DeterministicSummarizer().summarize(turns)
     assert "Seen: `python probe_quota.py`: QuotaExceededError: tenant acme-7 used 1043" in summary
+
+
+def test_a_stock_line_said_again_and_again_yields_to_statements_said_once():
+    from hermes_context.compression.deterministic import DeterministicSummarizer
+
+    stock = "Checking the sync_worker logs for the nightly run."
+    turns = []
+    for k, statement in enumerate(STATEMENTS):
+        turns += [
+            {"role": "user", "content": statement},
+            {"role": "assistant", "content": f"Noted ({k})."},
+        ]
+    for _ in range(4):  # the newest user lines: the same stock line each time
+        turns += [
+            {"role": "user", "content": stock},
+            {"role": "assistant", "content": "Understood."},
+        ]
+    roomy = DeterministicSummarizer().summarize(turns, max_chars=2_000)
+    assert stock in roomy  # it has a name in it, and there is room
+    tight = DeterministicSummarizer().summarize(turns, max_chars=400)
+    assert condense(stock).rstrip(".") not in tight
+    assert all(condense(s).rstrip(".") in tight or s in tight for s in STATEMENTS)

@@ -16,6 +16,7 @@ headings away; building and fitting are linear in the size of the turns.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,10 +25,14 @@ from ..messages import content_text, is_real_user
 from ..tokens import token_parts
 from .handoff import FileChange, Handoff, Item, TestRun, clip, read_handoff
 from .handoff import clear_cache as prose_cache_clear
-from .pinned import Fact, extract_facts, fact_key, is_filler, merge_facts
+from .pinned import Fact, extract_facts, fact_key, is_filler, merge_facts, split_sentences
 from .pinned import clear_cache as short_facts_cache_clear
 from .prompt import SUMMARY_HEADINGS, parse_summary
 
+# A user sentence said word for word this many times is a stock line, not news.
+REPEATED_STATEMENT = 3
+# How much of each user message is read to count repeated sentences.
+_SAID_SCAN_CHARS = 600
 # Hard cap of a deterministic summary (SPEC 3.5).
 DEFAULT_MAX_CHARS = 8_000
 # The gist of the first user message when the head keeps it verbatim...
@@ -259,14 +264,19 @@ class _Builder:
                 older.append(Fact("fact", fact_key(t), t))
         facts = merge_facts(older, extract_facts(self.turns))
         goal = _strip_tags(self.goal_hint or "")
+        said = self._said_times()
         out = []
         for k, f in enumerate(facts):
             if f.kind in ("fact", "statement") and f.text in goal:
                 continue  # the goal says it already
             if f.text in self.kept_text:
                 continue  # kept verbatim in the head or the tail: nothing new to carry
+            plain = f.kind in ("fact", "statement")
             if f.kind == "goal":
                 out.append(Item("## Goal", "current", _CURRENT + f.text, k))
+            elif plain and said.get(f.text, 0) >= REPEATED_STATEMENT:
+                # Said word for word again and again (a stock line): kept when there is room.
+                out.append(Item("## Constraints & Preferences", "statement", f.text, k))
             elif f.kind == "fact":
                 out.append(Item("## Critical Context", "fact", f.text, k))
             elif f.kind == "statement" and not informative(f.text):
@@ -275,6 +285,15 @@ class _Builder:
             else:
                 out.append(Item("## Constraints & Preferences", "pinned", f.text, k))
         return out
+
+    def _said_times(self) -> Counter[str]:
+        """How often each sentence of the users' messages was said, word for word."""
+        return Counter(
+            sentence
+            for m in self.turns
+            if is_real_user(m)
+            for sentence in split_sentences(content_text(m.get("content"))[:_SAID_SCAN_CHARS])
+        )
 
     # -- what happened --------------------------------------------------------
 
