@@ -30,6 +30,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from .tokens import scoped_memo
+
 # Provider keys by published prefix: (kind, regex, what it is, cheap lower-case
 # substrings that gate the regex). The memory scanner compiles these
 # case-insensitively; redaction compiles them as written.
@@ -196,14 +198,8 @@ _MEMO_MIN_CHARS = 256
 @contextmanager
 def memoized_redaction() -> Iterator[None]:
     """Within this block, redacting the same text again is a dictionary look-up."""
-    if _MEMO.get() is not None:
+    with scoped_memo(_MEMO):
         yield
-        return
-    token = _MEMO.set({})
-    try:
-        yield
-    finally:
-        _MEMO.reset(token)
 
 
 def redact_credentials(text: str) -> str:

@@ -44,16 +44,28 @@ _MEMO: ContextVar[dict[int, tuple[Any, Any]] | None] = ContextVar("hermes_token_
 
 
 @contextmanager
-def memoized_estimates() -> Iterator[None]:
-    """Within this block, repeated estimates of the same string or message object are free."""
-    if _MEMO.get() is not None:
+def scoped_memo(var: ContextVar[Any]) -> Iterator[None]:
+    """Give ``var`` an empty dict for this block; a nested block keeps the outer one.
+
+    One compression reads the same messages several times (estimates here,
+    credential redaction): a memo scoped to the call makes the repeats free
+    without a cache that outlives the call or leaks between threads.
+    """
+    if var.get() is not None:
         yield
         return
-    token = _MEMO.set({})
+    token = var.set({})
     try:
         yield
     finally:
-        _MEMO.reset(token)
+        var.reset(token)
+
+
+@contextmanager
+def memoized_estimates() -> Iterator[None]:
+    """Within this block, repeated estimates of the same string or message object are free."""
+    with scoped_memo(_MEMO):
+        yield
 
 
 def is_cjk_char(ch: str) -> bool:

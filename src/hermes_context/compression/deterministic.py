@@ -558,11 +558,10 @@ def _greedy(ranked: list[_Ranked], max_chars: int, limit_tokens: int) -> _Greedy
     said: list[frozenset[str]] = []
     for r in ranked:
         item = r.item
-        if item.kind in _PROSE_KINDS:
-            words = _words(item.text)
-            if words and any(len(words & w) >= REDUNDANT_SHARE * len(words) for w in said):
-                out.omitted += 1
-                continue
+        words = _words(item.text) if item.kind in _PROSE_KINDS else None
+        if words and any(len(words & w) >= REDUNDANT_SHARE * len(words) for w in said):
+            out.omitted += 1
+            continue
         piece = ("" if item.section in out.chosen else f"\n\n{item.section}") + f"\n- {item.text}"
         c_cjk, c_rest = token_parts(piece)
         if chars + len(piece) > max_chars or cjk + c_cjk + (rest + c_rest + 3) // 4 > limit_tokens:
@@ -574,8 +573,8 @@ def _greedy(ranked: list[_Ranked], max_chars: int, limit_tokens: int) -> _Greedy
         cjk += c_cjk
         rest += c_rest
         out.chosen.setdefault(item.section, []).append(item)
-        if item.kind in _PROSE_KINDS:
-            said.append(_words(item.text))
+        if words is not None:
+            said.append(words)
     return out
 
 

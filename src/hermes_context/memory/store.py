@@ -279,9 +279,11 @@ class MemoryStore:
         seen = own | {e for target in TARGETS for e in self._snapshot.get(target, ())}
         defer = [i for i, entry in enumerate(entries) if entry in own]
         defer_pairs = [
-            (i, j) for i in defer for j in range(len(entries)) if j != i and entries[j] in seen
+            (min(i, j), max(i, j))
+            for i in defer
+            for j in range(len(entries))
+            if j != i and entries[j] in seen
         ]
-        defer_pairs = [(min(i, j), max(i, j)) for i, j in defer_pairs]
         found = _entries_threats(entries, self.verdicts, defer, defer_pairs)
         self._save_verdicts()
         return [_safe_entry(e, ids) for e, ids in zip(entries, found, strict=True)]

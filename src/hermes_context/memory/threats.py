@@ -1172,23 +1172,41 @@ def _scan_pairs(
     on = _layer_on(scope, semantic)
     defer_alone, defer_pairs = defer
     alone: list[list[str]] = [[] for _ in entries]
-    for later in (False, True):
-        part = [i for i in judged if (i in defer_alone) == later]
-        found = _judge([entries[i] for i in part], scope, on, verdicts, defer=on and later)
-        for i, ids in zip(part, found, strict=True):
-            alone[i] = ids
-    joined: list[list[str]] = [[] for _ in pairs]
-    for later in (False, True):
-        part = [k for k, pair in enumerate(pairs) if (pair in defer_pairs) == later]
-        texts = [f"{entries[pairs[k][0]]}\n{entries[pairs[k][1]]}" for k in part]
-        found = _judge(texts, scope, on, verdicts, joined=True, defer=on and later)
-        for k, ids in zip(part, found, strict=True):
-            joined[k] = ids
+    for i, ids in zip(
+        judged,
+        _judge_deferring(
+            [entries[i] for i in judged], [i in defer_alone for i in judged], scope, on, verdicts
+        ),
+        strict=True,
+    ):
+        alone[i] = ids
+    texts = [f"{entries[i]}\n{entries[j]}" for i, j in pairs]
+    later = [pair in defer_pairs for pair in pairs]
+    joined = _judge_deferring(texts, later, scope, on, verdicts, joined=True)
     out = [list(ids) for ids in alone]
     for (i, j), ids in zip(pairs, joined, strict=True):
         new = [f"split.{pid}" for pid in ids if pid not in alone[i] and pid not in alone[j]]
         for k in (i, j):
             out[k] += [pid for pid in new if pid not in out[k]]
+    return out
+
+
+def _judge_deferring(
+    texts: list[str],
+    later: list[bool],
+    scope: str,
+    on: bool,
+    verdicts: VerdictCache | None,
+    *,
+    joined: bool = False,
+) -> list[list[str]]:
+    """``_judge`` of each text, those marked ``later`` without the semantic layer."""
+    out: list[list[str]] = [[] for _ in texts]
+    for deferred in (False, True):
+        part = [k for k, flag in enumerate(later) if flag == deferred]
+        found = _judge([texts[k] for k in part], scope, on, verdicts, joined, defer=on and deferred)
+        for k, ids in zip(part, found, strict=True):
+            out[k] = ids
     return out
 
 
