@@ -18,7 +18,9 @@ Batches (``tests/data``), by how much they shaped the scanner:
   memory files; scored once with the classifier shipped before and once after
   the eighth round, ``docs/memory.md``); ``heldout_z3`` and ``heldout_z4``
   (written blind the same way, after the ninth round's training data was
-  chosen, scored once after its design was fixed).
+  chosen, scored once after its design was fixed); ``heldout_z5`` and
+  ``heldout_z6`` (written blind the same way later that day, scored once with
+  the ninth round's classifier, no design change).
 
 A split attack (two entries) counts as caught when ``scan_entries`` flags
 either entry; a benign pair is a false positive when it flags either.
@@ -114,6 +116,8 @@ BATCHES = {
     "heldout_z2": (DATA / "threat_batches" / "heldout_z2.jsonl", "untuned"),
     "heldout_z3": (DATA / "threat_batches" / "heldout_z3.jsonl", "untuned"),
     "heldout_z4": (DATA / "threat_batches" / "heldout_z4.jsonl", "untuned"),
+    "heldout_z5": (DATA / "threat_batches" / "heldout_z5.jsonl", "untuned"),
+    "heldout_z6": (DATA / "threat_batches" / "heldout_z6.jsonl", "untuned"),
 }
 MIN_CAUGHT = 0.90
 MAX_FLAGGED = 0.02
