@@ -110,7 +110,9 @@ def test_chat_without_values_yields_to_statements_that_have_them():
 def test_shortened_statements_are_reported():
     roomy = ContextCompressor(100_000).compress(_session(), force=True, target_tokens=350)
     assert roomy.report.summary_items_shortened == 0  # everything fits in its own words
-    result = ContextCompressor(100_000).compress(_session(), force=True, target_tokens=300)
+    # Chat without information is not carried, so the statements need a tighter target
+    # before they are shortened.
+    result = ContextCompressor(100_000).compress(_session(), force=True, target_tokens=260)
     assert result.report.summary_items_shortened > 0
     assert "statements shortened" in result.report.render()
 

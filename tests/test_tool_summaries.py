@@ -26,8 +26,19 @@ _47_LINES = "\n".join(f"line {i}" for i in range(47))
             '"exit_code": 2\n' + "x\n" * 3,
             "[terminal] ran `npm test` -> exit 2, 5 lines output",
         ),
-        ("terminal", {"command": "ls"}, "a\nb", "[terminal] ran `ls` -> exit ?, 2 lines output"),
-        ("terminal", {"command": "true"}, "   ", "[terminal] ran `true` -> exit ?, 0 lines output"),
+        (
+            "terminal",
+            {"command": "ls"},
+            "a\nb",
+            "[terminal] ran `ls` -> 2 lines output, ending `b`",
+        ),
+        ("terminal", {"command": "true"}, "   ", "[terminal] ran `true` -> no output"),
+        (
+            "terminal",
+            {"command": "python run.py"},
+            "Traceback (most recent call last):\n  File \"run.py\", line 3\nKeyError: 'rate'\ndone",
+            "[terminal] ran `python run.py` -> 4 lines output, showing `KeyError: 'rate'`",
+        ),
         (
             "bash",
             {"command": "pytest"},

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol, runtime_checkable
@@ -61,6 +61,43 @@ def scoped_memo(var: ContextVar[Any]) -> Iterator[None]:
         var.reset(token)
 
 
+# A caller's own token counter (``counting_with``): every estimate of a text goes through it.
+_COUNTER: ContextVar[Callable[[str], int] | None] = ContextVar("hermes_token_counter", default=None)
+
+
+@contextmanager
+def counting_with(counter: Callable[[str], int] | None) -> Iterator[None]:
+    """Within this block every text estimate is ``counter(text)`` (None: the rough estimate).
+
+    A compressor given a ``token_counter`` (an exact tokenizer) runs its whole
+    pipeline inside this block: pruning, boundaries, the summary's budget and
+    the reported figures all count with it.
+    """
+    if counter is None:
+        yield
+        return
+    token = _COUNTER.set(counter)
+    try:
+        yield
+    finally:
+        _COUNTER.reset(token)
+
+
+@contextmanager
+def rough_counting() -> Iterator[None]:
+    """Within this block estimates are rough again, whatever ``counting_with`` set outside."""
+    token = _COUNTER.set(None)
+    try:
+        yield
+    finally:
+        _COUNTER.reset(token)
+
+
+def current_counter() -> Callable[[str], int] | None:
+    """The counter ``counting_with`` set for this block, if any."""
+    return _COUNTER.get()
+
+
 @contextmanager
 def memoized_estimates() -> Iterator[None]:
     """Within this block, repeated estimates of the same string or message object are free."""
@@ -102,11 +139,16 @@ def token_parts(text: str) -> tuple[int, int]:
 def estimate_tokens_rough(text: str | None) -> int:
     """Estimate tokens of ``text``: ~4 bytes a token, 1 token per CJK character.
 
+    Inside ``counting_with(counter)`` it is ``counter(text)`` instead.
+
     ASCII text counts ``(len + 3) // 4``; each CJK/Hangul/Kana character counts
     1 and the remaining characters count their UTF-8 bytes / 4, rounded up.
     """
     if not text:
         return 0
+    counter = _COUNTER.get()
+    if counter is not None:
+        return counter(text)
     cjk, rest = token_parts(text)
     return cjk + (rest + 3) // 4
 

@@ -21,9 +21,11 @@ from ..messages import (
 )
 from ..tokens import (
     MESSAGE_OVERHEAD_TOKENS,
+    counting_with,
     estimate_messages_tokens_rough,
     estimate_tokens_rough,
     memoized_estimates,
+    rough_counting,
 )
 from . import assembly
 from .antithrash import ThrashState
@@ -158,10 +160,13 @@ class ContextCompressor:
         proactive_prune_min_result_chars: int = 8_000,
         proactive_prune_min_reclaim_tokens: int = 4_096,
         clock: Callable[[], float] | None = None,
+        token_counter: Callable[[str], int] | None = None,
     ) -> None:
         _check_arguments(
             context_length, max_tokens, threshold_percent, target_ratio, model_thresholds
         )
+        _check_counter(token_counter)
+        self.token_counter = token_counter
         self.model = model
         self._base_percent = threshold_percent
         self.model_thresholds = dict(model_thresholds or {})
@@ -339,7 +344,8 @@ class ContextCompressor:
     ) -> tuple[list[dict[str, Any]], int]:
         """Stage 1 alone: returns a new list and the tokens reclaimed."""
         budget = self.tail_token_budget  # read once: the pruning itself needs no lock
-        outcome = self._prune(list(messages), budget, self._tail_floor())
+        with counting_with(self.token_counter):
+            outcome = self._prune(list(messages), budget, self._tail_floor())
         return outcome.messages, outcome.reclaimed
 
     def proactive_prune(
@@ -353,6 +359,12 @@ class ContextCompressor:
         messages = list(messages)
         if self.proactive_prune_tokens <= 0:
             return messages, 0
+        with counting_with(self.token_counter):
+            return self._proactive_prune(messages, prompt_tokens)
+
+    def _proactive_prune(
+        self, messages: list[dict[str, Any]], prompt_tokens: int | None
+    ) -> tuple[list[dict[str, Any]], int]:
         tokens = (
             prompt_tokens if prompt_tokens is not None else estimate_messages_tokens_rough(messages)
         )
@@ -389,7 +401,12 @@ class ContextCompressor:
         Raises:
             InvalidMessagesError: ``messages`` is not a list of message objects.
         """
-        with self._lock, memoized_estimates(), memoized_redaction():
+        with (
+            self._lock,
+            counting_with(self.token_counter),
+            memoized_estimates(),
+            memoized_redaction(),
+        ):
             return self._compress_call(list(messages), force, focus, target_tokens)
 
     def _compress_call(
@@ -400,7 +417,14 @@ class ContextCompressor:
         target_tokens: int | None,
     ) -> CompressionResult:
         _check_shapes(original)
-        tokens_before = estimate_messages_tokens_rough(original)
+        try:
+            tokens_before = estimate_messages_tokens_rough(original)
+        except Exception as exc:  # noqa: BLE001 - the caller's token_counter failed
+            with rough_counting():
+                rough = estimate_messages_tokens_rough(original)
+            error = f"the token counter failed: {type(exc).__name__}: {exc}"
+            report = CompressionReport(warnings=[f"compression was not run: {error}"])
+            return self._unchanged(original, rough, report=report, aborted=True, error=error)
         blocked = None if force else self._blocked(original)
         if blocked:
             self._emit("compression_blocked", reason=blocked, tokens=tokens_before)
@@ -493,7 +517,7 @@ class ContextCompressor:
         if target_tokens is not None and self.summarizer is None:
             result = self._fit_target(call, original, tokens_before, head_end, target_tokens)
             bare = protect_head_end(original, self.protect_first_n, decayed=True)
-            if head_end > bare and not result.aborted and _left_out(result):
+            if head_end > bare and not result.aborted and any(_left_out(result)):
                 # Summary items left out: the verbatim head bends before they go. The
                 # system prompt stays; the first request is summarised (the goal keeps
                 # its opening).
@@ -501,7 +525,7 @@ class ContextCompressor:
                 if (
                     not bent.aborted
                     and bent.tokens_after <= target_tokens
-                    and _left_out(bent) < _left_out(result)
+                    and _kept_more(bent, result)
                 ):
                     bent.report.warnings.append(
                         "the target left no room for the protected head: only the system "
@@ -862,6 +886,21 @@ def _check_arguments(
             raise ConfigError(f"{name} must be a ratio between 0 and 1, got {value!r}: e.g. 0.5")
 
 
+def _check_counter(counter: Any) -> None:
+    """Raise ConfigError unless ``counter`` is None or counts a text as a non-negative int."""
+    if counter is None:
+        return
+    fix = "pass a function that takes a string and returns its token count, e.g. len(enc.encode(s))"
+    if not callable(counter):
+        raise ConfigError(f"token_counter must be callable, got {type(counter).__name__}: {fix}")
+    try:
+        probe = counter("hello world")
+    except Exception as exc:  # noqa: BLE001 - a user's callable: report, do not crash
+        raise ConfigError(f"token_counter failed on a sample text ({exc!r}): {fix}") from exc
+    if not isinstance(probe, int) or isinstance(probe, bool) or probe < 0:
+        raise ConfigError(f"token_counter returned {probe!r} for 'hello world': {fix}")
+
+
 def _check_shapes(messages: list[Any]) -> None:
     for i, m in enumerate(messages):
         check_message_shape(i, m)
@@ -926,6 +965,18 @@ def _left_out(result: CompressionResult) -> tuple[int, int]:
     """Summary items the budget left out: key items first, then all of them."""
     report = result.report
     return report.summary_priority_omitted, report.summary_items_omitted
+
+
+def _kept_more(a: CompressionResult, b: CompressionResult) -> bool:
+    """Whether ``a``'s summary leaves out fewer key items than ``b``'s, or as few and holds more.
+
+    Counted in items kept rather than left out (a summary of more turns, the
+    first request's included, has more candidates); then in statements kept
+    in their own words rather than shortened.
+    """
+    ra, rb = a.report, b.report
+    key = lambda r: (r.summary_priority_omitted, -r.summary_items, r.summary_items_shortened)  # noqa: E731
+    return key(ra) < key(rb)
 
 
 def _kept_tokens(messages: list[dict[str, Any]], bounds: Any) -> int:

@@ -11,6 +11,10 @@ carried in their section and order, newer facts replacing stale ones.
 The budget (characters and tokens) is spent greedily by priority and age, so
 a tight budget keeps the most important items whole instead of clipping
 headings away; building and fitting are linear in the size of the turns.
+What the agent said and saw (findings, decisions, output lines, any other
+prose sentence) is ranked by its salience (``salience``: features that do not
+depend on wording), and a user's sentence is an ask or a constraint only when
+it carries information (``Index.information``), not by a list of phrases.
 """
 
 from __future__ import annotations
@@ -22,13 +26,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..messages import content_text, is_real_user
-from ..tokens import token_parts
+from ..tokens import current_counter, token_parts
 from .handoff import FileChange, Handoff, Item, TestRun, clip, read_handoff
 from .handoff import clear_cache as prose_cache_clear
 from .pinned import Fact, extract_facts, fact_key, is_filler, merge_facts, split_sentences
 from .pinned import clear_cache as short_facts_cache_clear
 from .prompt import SUMMARY_HEADINGS, parse_summary
+from .salience import candidates, features, message_texts, salience, vocabulary, window_index
+from .salience.features import clear_cache as salience_cache_clear
 
+# How much of the verbatim head and tail is read to tell what a candidate adds.
+_KEPT_SCAN_CHARS = 20_000
 # A user sentence said word for word this many times is a stock line, not news.
 REPEATED_STATEMENT = 3
 # How much of each user message is read to count repeated sentences.
@@ -74,7 +82,23 @@ _REST_TIER = {
     "carried": 6,
     "statement": 5,
     "seen": 5,
+    "noted": 6,
 }
+# Items ranked by their salience instead of their kind: tier SCORED_TOP (salience 1)
+# to SCORED_TOP + SCORED_SPAN (salience 0).
+SCORED_TOP = 4.0
+SCORED_SPAN = 3.5
+_SCORED_KINDS = frozenset(("finding", "decision", "seen", "noted"))
+# Information (``Index.information``: one per rare word or value) a user's sentence needs
+# to be an ask or the task, and a statement no rule or preference wording marks to be a
+# constraint; a nudge ("continue", "ok go on", "hm, check the logs too") has less.
+MIN_ASK_INFORMATION = 1.5
+MIN_STATEMENT_INFORMATION = 3.5
+# Candidates from the prose and the outputs added as items at most (the best scored).
+MAX_SALIENT = 30
+# A candidate sentence or line is carried in at most this many characters.
+SALIENT_CHARS = 280
+_NOTED_PREFIX = "Noted: "
 _POINTER = "(the user's first message, kept verbatim in this conversation)"
 _CURRENT = "Current: "
 _CHANGE_RE = re.compile(
@@ -108,6 +132,7 @@ def _kind_of(section: str, text: str) -> str:
         ("To do: ", "todo"),
         ("Last step: ", "progress"),
         (_SCRATCH_PREFIX, "scratch"),
+        (_NOTED_PREFIX, "noted"),
     ):
         if text.startswith(prefix):
             return kind
@@ -143,7 +168,44 @@ class _Builder:
         self.goal_hint = goal_hint
         self.at = max(0, min(previous_at, len(self.turns))) if previous else len(self.turns)
         self.h: Handoff = read_handoff(self.turns, seq0=0, context=context)
+        self.kept_all = "\n".join(message_texts([*context, *tail]))[:_KEPT_SCAN_CHARS]
+        self.index = window_index(self.turns)
+        self._score()
         self._reseq()
+
+    def _score(self) -> None:
+        """Salience of the prose and output items read; the best other candidates as items.
+
+        Every prose sentence and the output lines the agent used are candidates
+        (``salience.candidates``); the items the handoff already read from them
+        are scored the same way, so the budget goes by what each carries.
+        """
+        index = self.index
+        kept = vocabulary(self.kept_all)
+        found = candidates(self.turns, kept=kept, index=index)
+        newest = max(len(self.turns) - 1, 1)
+        said: set[str] = set()
+        for item in self.h.items:
+            if item.kind in _SCORED_KINDS:
+                body = _body(item.text)
+                said.add(body.lower())
+                f = features(body, item.seq, index, kept=kept, newest=newest)
+                item.salience = salience(f)
+        out: list[Item] = []
+        for c in sorted(found, key=lambda c: -c.score):
+            if len(out) >= MAX_SALIENT:
+                break
+            low = c.text.lower()
+            if any(low in s or s in low for s in said if len(s) >= 20):
+                continue
+            said.add(low)
+            if c.source == "output":
+                text = f"Seen: `{clip(c.command, 100)}`: {clip(c.text, SALIENT_CHARS)}"
+                out.append(Item("## Critical Context", "seen", text, c.seq, salience=c.score))
+            else:
+                text = _NOTED_PREFIX + clip(c.text, SALIENT_CHARS)
+                out.append(Item("## Key Decisions", "noted", text, c.seq, salience=c.score))
+        self.h.items += out
 
     def _reseq(self) -> None:
         """Push items of the turns after the previous summary past its items' ages."""
@@ -218,7 +280,7 @@ class _Builder:
     def _task(self) -> list[Item]:
         """State sections: taken from the newest turns, else carried from the previous summary."""
         out = []
-        requests = [(s, t) for s, t in self.h.requests if self._current(s)]
+        requests = [(s, t) for s, t in self.h.requests if self._current(s) and self._says(t)]
         if requests:
             seq, text = requests[-1]
             out.append(Item("## Active Task", "task", clip(text, TASK_CHARS), seq))
@@ -241,6 +303,10 @@ class _Builder:
         else:
             out += [i for i in carried if not i.text.startswith("To do: ")]
         return out
+
+    def _says(self, text: str, least: float = MIN_ASK_INFORMATION) -> bool:
+        """Whether a user's sentence carries ``least`` information: not a nudge."""
+        return self.index.information(text) >= least
 
     def _carry(self, section: str, kind: str) -> list[Item]:
         return [
@@ -272,6 +338,8 @@ class _Builder:
             if f.text in self.kept_text:
                 continue  # kept verbatim in the head or the tail: nothing new to carry
             plain = f.kind in ("fact", "statement")
+            if f.kind == "statement" and not self._says(f.text, MIN_STATEMENT_INFORMATION):
+                continue  # "hm, check the logs too": a nudge, not a constraint
             if f.kind == "goal":
                 out.append(Item("## Goal", "current", _CURRENT + f.text, k))
             elif plain and said.get(f.text, 0) >= REPEATED_STATEMENT:
@@ -314,7 +382,7 @@ class _Builder:
             out.append(Item("## Completed Actions", "test", run.render(), run.seq))
         for item in self.h.items:
             if (
-                item.kind in ("finding", "decision", "error", "seen", "action", "todo")
+                item.kind in ("finding", "decision", "error", "seen", "action", "todo", "noted")
                 and item.text not in seen
             ):
                 seen.add(item.text)
@@ -422,6 +490,14 @@ def _dedupe_keys(items: list[Item]) -> list[Item]:
     return [i for i in items if not i.key or newest[i.key] == i.seq]
 
 
+_LABEL_RE = re.compile(r"^(?:Found|Decision|Plan|Noted|Next|To do): |^Seen: `[^`]*`: ")
+
+
+def _body(text: str) -> str:
+    """An item's text without its label."""
+    return _LABEL_RE.sub("", text, count=1)
+
+
 def _strip_tags(text: str) -> str:
     """Task text without XML-ish wrapper tags and framing lines."""
     lines: list[str] = []
@@ -459,7 +535,9 @@ def gist(text: str) -> str:
 
 
 def _tier(item: Item, lead: bool, focus: list[str]) -> float:
-    if item.kind in ("pinned", "focus", "fact"):
+    if item.salience is not None:
+        tier = SCORED_TOP + (1.0 - item.salience) * SCORED_SPAN
+    elif item.kind in ("pinned", "focus", "fact"):
         tier = 0.0  # what the user stated: a rule, a preference, an exact value
     elif item.kind in ("goal", "current", "task"):
         tier = 1.0
@@ -478,6 +556,8 @@ def rank(items: Sequence[Item], focus: list[str]) -> list[_Ranked]:
     leads: set[int] = set()
     for idx in sorted(range(len(items)), key=lambda i: -items[i].seq):
         kind = items[idx].kind
+        if items[idx].salience is not None:
+            continue  # ranked by what it carries, not by being among the newest
         if kind in _LEADS and counts.get(kind, 0) < _LEADS[kind]:
             counts[kind] = counts.get(kind, 0) + 1
             leads.add(idx)
@@ -537,7 +617,7 @@ class _Greedy:
 
 
 # Kinds read from the agent's prose, where one thought is often written several times.
-_PROSE_KINDS = frozenset(("finding", "decision", "next", "todo"))
+_PROSE_KINDS = frozenset(("finding", "decision", "next", "todo", "noted", "seen"))
 # An item sharing this share of its words with one already taken says nothing new.
 REDUNDANT_SHARE = 0.6
 _CONTENT_WORD_RE = re.compile(r"[^\W\d_]{3,}|\S*\d\S*|`[^`]+`")
@@ -553,7 +633,8 @@ def _greedy(ranked: list[_Ranked], max_chars: int, limit_tokens: int) -> _Greedy
     A prose item most of whose words an item already taken holds is passed
     over (redundancy), so the budget goes to thoughts not yet said.
     """
-    chars = cjk = rest = 0
+    chars = cjk = rest = counted = 0
+    counter = current_counter()
     out = _Greedy({}, 0, 0, 0)
     said: list[frozenset[str]] = []
     for r in ranked:
@@ -563,8 +644,13 @@ def _greedy(ranked: list[_Ranked], max_chars: int, limit_tokens: int) -> _Greedy
             out.omitted += 1
             continue
         piece = ("" if item.section in out.chosen else f"\n\n{item.section}") + f"\n- {item.text}"
-        c_cjk, c_rest = token_parts(piece)
-        if chars + len(piece) > max_chars or cjk + c_cjk + (rest + c_rest + 3) // 4 > limit_tokens:
+        if counter is not None:  # the caller's tokenizer (``ContextCompressor(token_counter=)``)
+            c_cjk, c_rest, c_counted = 0, 0, counter(piece)
+        else:
+            c_cjk, c_rest = token_parts(piece)
+            c_counted = 0
+        tokens = counted + c_counted + cjk + c_cjk + (rest + c_rest + 3) // 4
+        if chars + len(piece) > max_chars or tokens > limit_tokens:
             out.omitted += 1
             out.omitted_priority += r.tier < 4
             out.omitted_statements += item.kind in _CONDENSABLE
@@ -572,6 +658,7 @@ def _greedy(ranked: list[_Ranked], max_chars: int, limit_tokens: int) -> _Greedy
         chars += len(piece)
         cjk += c_cjk
         rest += c_rest
+        counted += c_counted
         out.chosen.setdefault(item.section, []).append(item)
         if words is not None:
             said.append(words)
@@ -639,6 +726,7 @@ def clear_caches() -> None:
     """Forget the cached readings of short texts (benchmarks measure cold runs)."""
     short_facts_cache_clear()
     prose_cache_clear()
+    salience_cache_clear()
 
 
 class DeterministicSummarizer:

@@ -193,13 +193,18 @@ def clip(text: str, limit: int) -> str:
 
 @dataclass
 class Item:
-    """One line of the summary: its heading, kind, text, age and merge key."""
+    """One line of the summary: its heading, kind, text, age, merge key and salience.
+
+    ``salience`` (0 to 1, ``compression.salience``) ranks an item read from the
+    dropped turns' prose or output by what it carries; None for the others.
+    """
 
     section: str
     kind: str
     text: str
     seq: int
     key: str = ""
+    salience: float | None = None
 
 
 @dataclass
@@ -279,7 +284,7 @@ class TestRun:
         cmd = clip(self.command, COMMAND_CHARS)
         if outcome is None:
             why = f": {error}" if error else ""
-            text = f"Tests `{cmd}` did not report results (exit {_code(code)}){why}"
+            text = f"Tests `{cmd}` did not report results{_code(code)}{why}"
         elif outcome.ok or not error:
             text = f"Tests `{cmd}` -> {outcome.render()}"
         else:
@@ -299,7 +304,8 @@ class TestRun:
 
 
 def _code(code: int | None) -> str:
-    return "?" if code is None else str(code)
+    """`` (exit N)``, or nothing when the output gave no exit code."""
+    return "" if code is None else f" (exit {code})"
 
 
 @dataclass
@@ -500,7 +506,8 @@ class _Walker:
         if error is None and not failed:
             return False
         core = clip(cmd.core, COMMAND_CHARS)
-        text = f"Error: `{core}` -> exit {_code(out.exit_code)}" + (f": {error}" if error else "")
+        code = f" -> exit {out.exit_code}" if out.exit_code is not None else ""
+        text = f"Error: `{core}`{code}" + (f": {error}" if error else "")
         self._add("## Critical Context", "error", text, seq, key=f"error:{error or core}")
         return True
 

@@ -8,10 +8,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..messages import content_text, json_loads_or_none, without_lone_surrogates
+from .observations import key_lines
 
 # Commands longer than this are cut to COMMAND_CUT chars + "...".
 COMMAND_MAX_CHARS = 80
 COMMAND_CUT = 77
+# An output without an exit code is named by its error line or last line, this long at most.
+OUTCOME_CHARS = 80
 # Argument values of unknown tools are cut to this many characters.
 ARG_VALUE_MAX_CHARS = 40
 
@@ -80,8 +83,27 @@ def _terminal(name: str, args: Mapping[str, Any], text: str) -> str:
     command = " ".join(command.split())
     if len(command) > COMMAND_MAX_CHARS:
         command = command[:COMMAND_CUT] + "..."
-    lines = _line_count(_terminal_output(text))
-    return f"[{name}] ran `{command}` -> exit {exit_code_of(text)}, {lines:,} lines output"
+    output = _terminal_output(text)
+    lines = _line_count(output)
+    code = exit_code_of(text)
+    if code != "?":
+        return f"[{name}] ran `{command}` -> exit {code}, {lines:,} lines output"
+    return f"[{name}] ran `{command}` -> {_outcome(output, lines)}"
+
+
+def _outcome(output: str, lines: int) -> str:
+    """What an output without an exit code shows: its error line, or how it ends."""
+    if not lines:
+        return "no output"
+    shown = key_lines(output)
+    last = (
+        shown[-1]
+        if shown
+        else next((ln.strip() for ln in reversed(output.splitlines()) if ln.strip()), "")
+    )
+    if len(last) > OUTCOME_CHARS:
+        last = last[: OUTCOME_CHARS - 3] + "..."
+    return f"{lines:,} lines output, {'showing' if shown else 'ending'} `{last}`"
 
 
 def _read(name: str, args: Mapping[str, Any], text: str) -> str:
