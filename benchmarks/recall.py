@@ -39,6 +39,8 @@ they are, with the universal sentence encoder served as an OpenAI-compatible
 embeddings endpoint on 127.0.0.1).
 
 Usage: python benchmarks/recall.py [--json] [--filler 10000] [--data tuned,heldout,heldout_b,heldout_c,heldout_d,heldout_e]
+       python benchmarks/recall.py --locomo [--split tuned|heldout] [--distractors 10000]
+       (recall on the public LoCoMo benchmark: ``benchmarks/locomo.py``)
 Exit status 1 when hybrid misses its target on a data set (hit@5 >= 0.85 and
 p95 < 50 ms at 10,000 stored items) or cannot run; 0 when ``--only`` leaves it out.
 """
@@ -255,7 +257,24 @@ def main() -> int:
     parser.add_argument(
         "--data", default=",".join(DATA), help=f"comma-separated data sets: {','.join(DATA)}"
     )
+    parser.add_argument(
+        "--locomo", action="store_true", help="recall on the public LoCoMo benchmark instead"
+    )
+    parser.add_argument("--split", choices=("tuned", "heldout"), default="tuned", help="LoCoMo")
+    parser.add_argument(
+        "--modes", default="bm25,embedding,hybrid", help="LoCoMo: comma-separated modes"
+    )
+    parser.add_argument(
+        "--distractors", type=int, default=0, help="LoCoMo: other conversations' turns stored first"
+    )
     args = parser.parse_args()
+    if args.locomo:
+        import locomo
+
+        modes = [m for m in args.modes.split(",") if m]
+        if not embeddings_available():
+            modes = [m for m in modes if m == "bm25"]
+        return locomo.main(args.split, modes, args.distractors, args.json)
     names = [n for n in args.data.split(",") if n]
     unknown = [n for n in names if n not in DATA]
     if unknown or not names:

@@ -137,6 +137,15 @@ def test_bench_smoke_recall() -> None:
     assert set(data["modes"]) == {"bm25"} and data["questions"]
 
 
+def test_bench_smoke_recall_locomo() -> None:
+    # BM25 only: seconds, no encoders. Exit 1 is the missed goal (hybrid not run here).
+    data = run_json("recall.py", "--locomo", "--modes", "bm25", codes=(0, 1))
+    figures = data["modes"]["bm25"]
+    assert data["split"] == "tuned" and figures["questions"] > 700
+    assert set(figures["by_category"]) == {"multi-hop", "temporal", "open-domain", "single-hop"}
+    assert {"recall_at_5", "recall_at_10", "p95_ms"} <= set(figures)
+
+
 def test_bench_smoke_regex_search() -> None:
     # google-re2 is not a dependency: without it the re2 column is left out, not a crash.
     data = run_json("regex_search.py", "--repeat", "1", "--budget", "0.2", "--re-limit", "0.05")

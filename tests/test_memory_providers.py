@@ -467,3 +467,78 @@ def test_the_configured_model_extracts_facts_and_the_rules_stand_in_when_it_fail
     assert "My favourite editor is Helix." in texts  # the rules, after the model failed
     assert status["extraction"] == "LLM (rules on failure)"
     assert status["llm_extractions"] == 1 and status["extraction_errors"] == 1
+
+
+def test_a_turn_is_embedded_with_the_turn_before_it_in_its_session(tmp_path):
+    provider = LocalMemoryProvider(tmp_path / "m.db", use_embeddings=False)
+    provider.initialize("s1", user_id="u")
+    seen: list[str] = []
+    provider._embed = lambda texts, columns=None: seen.extend(texts) or {}  # type: ignore[method-assign]
+    question = "Ana on 2 May: What did you name the puppy?"
+    answer = "Ben on 2 May: Biscuit, after my grandmother's cookies."
+    provider.add_many(
+        [
+            (question, local_provider.TURN_KIND, "d1"),
+            (answer, local_provider.TURN_KIND, "d1"),
+            ("Ben lives in Porto.", "fact", "d1"),
+            ("Ana on 9 May: New session, new topic.", local_provider.TURN_KIND, "d2"),
+        ]
+    )
+    # The reply says what it answers; a fact and a session's first turn stand alone.
+    assert seen == [question, f"{answer}\n{question}", "Ben lives in Porto.", seen[3]]
+    assert seen[3] == "Ana on 9 May: New session, new topic."
+    seen.clear()
+    later = "Ana on 2 May: That is the best dog name I have heard."
+    provider.add(later, kind=local_provider.TURN_KIND, session_id="d1")
+    assert seen == [f"{later}\n{answer}"]  # the stored turn before it, read back
+    provider.shutdown()
+
+
+@pytest.mark.skipif(not embeddings_available(), reason="the semantic extra is not installed")
+def test_turns_weigh_the_words_they_share_with_the_question_more_than_facts(tmp_path):
+    provider = LocalMemoryProvider(tmp_path / "m.db", use_embeddings=True)
+    provider.initialize("s1", user_id="u")
+    provider.add_many(
+        [
+            ("Caroline on 8 May: I went to the pottery class yesterday.", "turn", "d1"),
+            ("The user's pottery class meets on Tuesdays.", "fact", None),
+        ]
+    )
+    provider.search("pottery", k=1)
+    weights = dict(zip(provider._matrix_ids.tolist(), provider._bm25_weights.tolist(), strict=True))
+    kinds = dict(provider._db().execute("SELECT id, kind FROM items").fetchall())
+    assert {kinds[i]: w for i, w in weights.items()} == {
+        "turn": local_provider.TURN_BM25_BONUS,
+        "fact": local_provider.BM25_BONUS,
+    }
+    provider.shutdown()
+
+
+@pytest.mark.skipif(not embeddings_available(), reason="the semantic extra is not installed")
+@pytest.mark.parametrize("kind", ["fact", "turn"])
+def test_hybrid_is_never_below_its_better_half_when_the_other_is_useless(tmp_path, kind):
+    # Codes name nothing an encoder understands (only BM25 finds them); paraphrases share
+    # no word with their question (only the encoders find them).
+    codes = [(f"Locker {n} opens with code QX{n}7{n}.", f"QX{n}7{n}") for n in range(1, 9)]
+    paraphrases = [
+        ("Mia cannot eat peanuts or anything cooked with them.", "which nuts must the kid avoid"),
+        (
+            "The espresso machine is descaled on the first Monday.",
+            "when is the coffee maker cleaned",
+        ),
+        ("Grandpa flies to Lisbon in late August.", "when does my grandfather travel to Portugal"),
+    ]
+    provider = LocalMemoryProvider(tmp_path / "m.db", use_embeddings=True)
+    provider.initialize("s1", user_id="u")
+    provider.add_many([(text, kind, "d1") for text, _ in [*codes, *paraphrases]])
+
+    def found(mode: str, cases: list[tuple[str, str]], question_of) -> int:
+        return sum(
+            any(h.text == text for h in provider.search(question_of(q), k=3, mode=mode))
+            for text, q in cases
+        )
+
+    for cases, ask in ((codes, lambda code: f"what is {code}"), (paraphrases, lambda q: q)):
+        halves = [found(mode, cases, ask) for mode in ("bm25", "embedding")]
+        assert found("hybrid", cases, ask) >= max(halves), (kind, halves)
+    provider.shutdown()

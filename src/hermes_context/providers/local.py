@@ -47,6 +47,14 @@ CANDIDATES = 50
 # confident embedding match still wins. (Reciprocal rank fusion gave BM25's any-word
 # ranking as much say as the embeddings and found fewer answers: docs/providers.md.)
 BM25_BONUS = 0.5
+# Conversation turns (items of kind TURN_KIND, one per message, in order) say little alone
+# ("Yes, it was amazing!"): each is embedded with the turn before it in its session, and
+# their words (names, places, things) weigh more in the fusion. Chosen on the tuned half
+# of LoCoMo (docs/benchmarks.md): the context lifted two-encoder recall@5 from 0.47 to
+# 0.59, and a BM25 bonus of 4 for turns put hybrid at or above BM25 on every category.
+TURN_KIND = "turn"
+TURN_CONTEXT_CHARS = 300
+TURN_BM25_BONUS = 4.0
 # Name bridging: a question often names a thing the way an item defines it ("the billing
 # service") while the answer names it by its name ("Ledgerly ..."). The names that the
 # question does not use, in the BRIDGE_SOURCES best of the BRIDGE_POOL best items that
@@ -162,6 +170,7 @@ class LocalMemoryProvider(MemoryProvider):
         # The user's item ids and, per encoder column, their vectors; rebuilt after writes.
         self._matrix: dict[str, Any] | None = None
         self._matrix_ids: Any = None  # numpy int64 array, ascending
+        self._bm25_weights: Any = None  # numpy float32 per item: its BM25 bonus weight
         # Runs the BM25 query while the search thread embeds the question (search()).
         self._lexical: ThreadPoolExecutor | None = None
 
@@ -268,7 +277,10 @@ class LocalMemoryProvider(MemoryProvider):
                 "SELECT 1 FROM items WHERE user_id = ? AND text = ?", (self.user_id, text)
             ).fetchone():
                 return None  # checked before embedding: a duplicate costs no model call
-            vectors = {column: matrix[0] for column, matrix in self._embed([text]).items()}
+            passage = text
+            if kind == TURN_KIND and session_id is not None:
+                passage = _in_context(self._last_turn(db, session_id), text)
+            vectors = {column: matrix[0] for column, matrix in self._embed([passage]).items()}
             with db:
                 item_id = self._insert(db, text, kind, session_id, vectors)
             self._matrix = None
@@ -287,12 +299,21 @@ class LocalMemoryProvider(MemoryProvider):
                 for r in db.execute("SELECT text FROM items WHERE user_id = ?", (self.user_id,))
             }
         todo: dict[str, tuple[str, str | None]] = {}
+        passages: list[str] = []
+        previous: dict[str | None, str | None] = {}  # the last turn seen of each session
         for text, kind, session in items:
             text = _item_text(text)
+            if kind == TURN_KIND and session is not None and session not in previous:
+                with self._lock:
+                    previous[session] = self._last_turn(self._db(), session)
             if text and text not in existing and text not in todo:
                 todo[text] = (kind, session)
+                turn = kind == TURN_KIND and session is not None
+                passages.append(_in_context(previous[session], text) if turn else text)
+            if kind == TURN_KIND and text:
+                previous[session] = text
         texts = list(todo)
-        matrices = self._embed(texts)
+        matrices = self._embed(passages)
         with self._lock:
             db = self._db()
             with db:
@@ -301,6 +322,15 @@ class LocalMemoryProvider(MemoryProvider):
                     self._insert(db, text, *todo[text], vectors)
             self._matrix = None
         return len(texts)
+
+    def _last_turn(self, db: sqlite3.Connection, session_id: str) -> str | None:
+        """The newest stored turn of ``session_id`` (the context of the next one), if any."""
+        row = db.execute(
+            "SELECT text FROM items WHERE user_id = ? AND session_id = ? AND kind = ? "
+            "ORDER BY id DESC LIMIT 1",
+            (self.user_id, session_id, TURN_KIND),
+        ).fetchone()
+        return row[0] if row else None
 
     def _insert(
         self,
@@ -428,7 +458,8 @@ class LocalMemoryProvider(MemoryProvider):
         if lexical:
             rows, hit = _rows_of(ids, lexical)
             ranks = np.arange(1, len(lexical) + 1, dtype=np.float32)
-            np.add.at(total, rows[hit], BM25_BONUS / np.sqrt(ranks[hit]))
+            weights = self._bm25_weights[rows[hit]]  # BM25_BONUS, TURN_BM25_BONUS for turns
+            np.add.at(total, rows[hit], weights / np.sqrt(ranks[hit]))
         return total
 
     def _bridge(self, query: str, ids: Any, scores: Any) -> None:
@@ -497,19 +528,23 @@ class LocalMemoryProvider(MemoryProvider):
             rows = (
                 self._db()
                 .execute(
-                    f"SELECT id, {columns} FROM items WHERE user_id = ? ORDER BY id",
+                    f"SELECT id, kind, {columns} FROM items WHERE user_id = ? ORDER BY id",
                     (self.user_id,),
                 )
                 .fetchall()
             )
             self._matrix_ids = np.asarray([r[0] for r in rows], dtype=np.int64)
+            self._bm25_weights = np.asarray(
+                [TURN_BM25_BONUS if r[1] == TURN_KIND else BM25_BONUS for r in rows],
+                dtype=np.float32,
+            )
             self._matrix = {
                 column: (
                     np.vstack([np.frombuffer(r[n], dtype=np.float32) for r in rows])
                     if rows
                     else np.zeros((0, _DIMS[column]), dtype=np.float32)
                 )
-                for n, column in enumerate(self._columns, start=1)
+                for n, column in enumerate(self._columns, start=2)
             }
         return self._matrix_ids, self._matrix
 
@@ -602,6 +637,18 @@ def _best_rows(scores: Any, k: int) -> list[tuple[int, float]]:
 def _best(ids: Any, scores: Any, k: int) -> list[tuple[int, float]]:
     """The ``k`` best item ids with their scores."""
     return [(int(ids[row]), score) for row, score in _best_rows(scores, k)]
+
+
+def _in_context(previous: str | None, text: str) -> str:
+    """What a turn is embedded as: itself, then the turn before it in its session (clipped).
+
+    The turn comes first: the encoders weigh the opening most, and the turn
+    before only says what it answers (on LoCoMo's tuned half, 0.72 against 0.69
+    with the earlier turn first).
+    """
+    if not previous:
+        return text
+    return f"{text}\n{previous[:TURN_CONTEXT_CHARS]}"
 
 
 def _item_text(text: str) -> str:
