@@ -10,7 +10,7 @@ nothing. And it needs what the kept head and tail do not already say.
 ``Index`` reads the conversation once (which messages mention each exact
 token); ``features`` measures one candidate against it; ``salience`` weighs
 the features into a score in ``[0, 1]``. The weights were chosen on the tuned
-half of the benchmarks (``docs/compression.md``), never on the held-out half.
+ten of the trajectory probes (``docs/benchmarks.md``), never on the held-out ten.
 """
 
 from __future__ import annotations
