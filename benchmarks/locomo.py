@@ -3,14 +3,14 @@
 Data: ``benchmarks/data/locomo/locomo10.zip`` (public, snap-research/locomo; see the
 README beside it). Each conversation's turns go into a fresh
 ``LocalMemoryProvider`` through ``add_many`` as items of kind ``turn`` (``Speaker
-on DATE: text``, one session id per LoCoMo session, one user per
+on DATE: text``, one session id per LoCoMo session, a store per
 conversation); every question of categories 1-4 (multi-hop, temporal,
 open-domain, single-hop) is asked once with ``search(question, k=10,
 mode=...)``; a question is a hit at k when one of its evidence turns is among
-the first k. With ``--distractors N`` the other conversations' turns (of the
-same split, then the other split, cycled with a suffix when N needs more) are
-stored first under the same user, so the answer must be found among N more
-items.
+the first k. With ``--distractors N`` the turns of the other split's
+conversations (cycled with a suffix when N needs more) are stored first under
+the same user (embedded once, the database copied for each conversation), so
+the answer must be found among N more items.
 
 Split: ``tuned`` = conversations 26, 30, 41, 42, 43 (the design was chosen on
 them), ``heldout`` = 44, 47, 48, 49, 50 (scored once).
@@ -23,6 +23,7 @@ Exit status 1 when hybrid is under ``GOAL`` recall@5 overall or under BM25 on a 
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 import tempfile
 import time
@@ -36,6 +37,7 @@ DATA = Path(__file__).resolve().parent / "data" / "locomo" / "locomo10.zip"
 SPLITS = {"tuned": ("26", "30", "41", "42", "43"), "heldout": ("44", "47", "48", "49", "50")}
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 GOAL = 0.75
+USER = "locomo"  # one user per run: a conversation's turns and the distractors share it
 
 
 def conversations() -> dict[str, dict[str, Any]]:
@@ -60,28 +62,30 @@ def turns(conv: dict[str, Any]) -> list[tuple[str, str, str]]:
     return out
 
 
-def distractors(convs: dict[str, dict[str, Any]], skip: str, count: int) -> list[tuple]:
-    """``count`` turns of the other conversations (cycled, made distinct, when more are needed)."""
-    pool = [(t, f"x{c}-{s}") for c in sorted(convs) if c != skip for _, t, s in turns(convs[c])]
-    out, round_ = [], 0
+def distractors(convs: dict[str, dict[str, Any]], split: str, count: int) -> list[tuple]:
+    """``count`` turns of the other split's conversations (cycled, made distinct, when needed)."""
+    others = [c for name, ids in SPLITS.items() if name != split for c in ids]
+    pool = [(t, f"x{c}-{s}") for c in others for _, t, s in turns(convs[c])]
+    out: list[tuple] = []
+    round_ = 0
     while len(out) < count and pool:
         for text, session in pool[: count - len(out)]:
-            out.append(
-                (text if not round_ else f"{text} ({round_})", TURN_KIND, f"{session}-{round_}")
-            )
+            marked = text if not round_ else f"{text} ({round_})"
+            out.append((marked, TURN_KIND, f"{session}-{round_}"))
         round_ += 1
     return out
 
 
-def score(conv_id: str, conv: dict[str, Any], mode: str, extra: list[tuple]) -> dict[str, Any]:
-    """Store the conversation (after ``extra``), ask its questions; hits and latencies."""
+def score(conv_id: str, conv: dict[str, Any], mode: str, template: Path | None) -> dict[str, Any]:
+    """Store the conversation (in a copy of ``template``), ask its questions; hits, latencies."""
     items = turns(conv)
     questions = [q for q in conv["qa"] if q.get("category") in CATEGORIES]
     with tempfile.TemporaryDirectory() as tmp:
-        provider = LocalMemoryProvider(Path(tmp) / "m.db", use_embeddings=mode != "bm25")
-        provider.initialize("locomo", user_id=conv_id)
-        if extra:
-            provider.add_many(extra)
+        path = Path(tmp) / "m.db"
+        if template is not None:
+            shutil.copyfile(template, path)
+        provider = LocalMemoryProvider(path, use_embeddings=mode != "bm25")
+        provider.initialize("locomo", user_id=USER)
         start = time.perf_counter()
         provider.add_many([(text, TURN_KIND, session) for _, text, session in items])
         load_s = time.perf_counter() - start
@@ -115,11 +119,18 @@ def run(split: str, modes: list[str], distractor_count: int) -> dict[str, Any]:
     for mode in modes:
         rows: list[dict[str, Any]] = []
         latencies: list[float] = []
-        for conv_id in SPLITS[split]:
-            extra = distractors(convs, conv_id, distractor_count) if distractor_count else []
-            result = score(conv_id, convs[conv_id], mode, extra)
-            rows += result["rows"]
-            latencies += result["latencies"]
+        with tempfile.TemporaryDirectory() as tmp:
+            template = None
+            if distractor_count:  # embedded once, copied for each conversation
+                template = Path(tmp) / "distractors.db"
+                provider = LocalMemoryProvider(template, use_embeddings=mode != "bm25")
+                provider.initialize("locomo", user_id=USER)
+                provider.add_many(distractors(convs, split, distractor_count))
+                provider.shutdown()
+            for conv_id in SPLITS[split]:
+                result = score(conv_id, convs[conv_id], mode, template)
+                rows += result["rows"]
+                latencies += result["latencies"]
         by_cat = {
             CATEGORIES[c]: {
                 "questions": sum(r["category"] == c for r in rows),
