@@ -169,7 +169,8 @@ class _Builder:
         self.at = max(0, min(previous_at, len(self.turns))) if previous else len(self.turns)
         self.h: Handoff = read_handoff(self.turns, seq0=0, context=context)
         self.kept_all = "\n".join(message_texts([*context, *tail]))[:_KEPT_SCAN_CHARS]
-        self.index = window_index(self.turns)
+        self.texts = message_texts(self.turns)
+        self.index = window_index(self.turns, self.texts)
         self._score()
         self._reseq()
 
@@ -182,7 +183,7 @@ class _Builder:
         """
         index = self.index
         kept = vocabulary(self.kept_all)
-        found = candidates(self.turns, kept=kept, index=index)
+        found = candidates(self.turns, kept=kept, index=index, texts=self.texts)
         newest = max(len(self.turns) - 1, 1)
         said: set[str] = set()
         for item in self.h.items:

@@ -19,6 +19,7 @@ from typing import Any
 from ...messages import content_text, strip_think_blocks
 from ..observations import unwrap_result
 from ..pinned import split_sentences
+from ..tool_summaries import parse_arguments
 from .features import Features, Index, exact_tokens, features, salience, vocabulary
 
 # Messages read, newest first (older turns are what an earlier summary already holds).
@@ -37,7 +38,6 @@ REPLY_CHARS = 4_000
 
 _CODE_BLOCK_RE = re.compile(r"```.*?(```|$)", re.S)
 _LIST_MARK_RE = re.compile(r"^\s*(?:[-*•>#]+|\d+[.)])\s+")
-_COMMAND_ARG_RE = re.compile(r'"(?:command|cmd)"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
 @dataclass(frozen=True)
@@ -83,12 +83,10 @@ def prose_sentences(text: str) -> list[str]:
 def _command_of(call: dict[str, Any]) -> str:
     """The shell command of a tool call (its ``command`` argument), else the tool's name."""
     fn = call.get("function") or {}
-    args = fn.get("arguments")
-    found = _COMMAND_ARG_RE.search(args) if isinstance(args, str) else None
-    if found is None:
+    command = parse_arguments(fn.get("arguments")).get("command")
+    if not isinstance(command, str):
         return str(fn.get("name") or "tool")
-    text = found.group(1).replace("\\n", " ").replace('\\"', '"').replace("\\\\", "\\")
-    return " ".join(text.split())[:100]
+    return " ".join(command.split())[:100]
 
 
 def _output_lines(text: str) -> list[str]:
@@ -118,6 +116,7 @@ def candidates(
     kept_text: str = "",
     kept: set[str] | None = None,
     index: Index | None = None,
+    texts: Sequence[str] | None = None,
 ) -> list[Candidate]:
     """Scored candidates of ``turns`` (chronological), oldest first.
 
@@ -127,8 +126,9 @@ def candidates(
             already says is less novel.
         kept: ``vocabulary(kept_text)``, when the caller has it.
         index: The conversation's index, when the caller built one.
+        texts: ``message_texts(turns)``, when the caller has them.
     """
-    texts = message_texts(turns)
+    texts = message_texts(turns) if texts is None else texts
     index = index or window_index(turns, texts)
     kept = vocabulary(kept_text) if kept is None else kept
     newest = max(len(turns) - 1, 1)
