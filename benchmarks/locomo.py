@@ -15,8 +15,11 @@ the answer must be found among N more items.
 Split: ``tuned`` = conversations 26, 30, 41, 42, 43 (the design was chosen on
 them), ``heldout`` = 44, 47, 48, 49, 50 (scored once).
 
-Usage: python benchmarks/recall.py --locomo [--split tuned|heldout] [--modes bm25,embedding,hybrid]
-       [--distractors 10000] [--json]
+``--modes mem0`` stores the same turns in mem0 (``Mem0Provider(infer=False)``: no LLM
+extraction) embedding with the universal sentence encoder through a local server.
+
+Usage: python benchmarks/recall.py --locomo [--split tuned|heldout]
+       [--modes bm25,embedding,hybrid,mem0] [--distractors 10000] [--json]
 Exit status 1 when hybrid is under ``GOAL`` recall@5 overall or under BM25 on a category.
 """
 
@@ -113,12 +116,85 @@ def score(conv_id: str, conv: dict[str, Any], mode: str, template: Path | None) 
     return {"rows": rows, "latencies": latencies, "load_s": load_s, "items": len(items)}
 
 
+class _Mem0Store:
+    """mem0 on the same items (no LLM extraction), embedding with USE through a local server.
+
+    mem0 asks an OpenAI-compatible ``/v1/embeddings`` endpoint; a scripted server on
+    127.0.0.1 answers it with the universal sentence encoder (hybrid's first encoder),
+    so mem0's own vector store and ranking are what is measured.
+    """
+
+    def __enter__(self) -> _Mem0Store:
+        from hermes_context import load_config
+        from hermes_context.llm.testing import Reply, ScriptedLLMServer
+        from hermes_context.memory.semantic import embed
+        from hermes_context.providers.mem0 import Mem0Provider
+
+        self._tmp = tempfile.TemporaryDirectory()
+        self._server = ScriptedLLMServer(
+            embedder=lambda texts: [list(map(float, v)) for v in embed(texts)],
+            responder=lambda body: Reply.text("{}"),
+            lifetime=3_600,
+        ).__enter__()
+        home = Path(self._tmp.name)
+        (home / "config.yaml").write_text(
+            f"model:\n  base_url: {self._server.base_url}\n  name: none\n"
+            "memory:\n  embedding_model: use-multilingual\n  embedding_dims: 512\n",
+            encoding="utf-8",
+        )
+        self.provider = Mem0Provider(infer=False)
+        self.provider.initialize(
+            "locomo", user_id=USER, hermes_home=home, config=load_config(hermes_home=home)
+        )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.provider.shutdown()
+        self._server.__exit__(None, None, None)
+        self._tmp.cleanup()
+
+
+def score_mem0(conv: dict[str, Any]) -> dict[str, Any]:
+    """``score`` for mem0: the same turns (one store per conversation), the same questions."""
+    items = turns(conv)
+    questions = [q for q in conv["qa"] if q.get("category") in CATEGORIES]
+    with _Mem0Store() as store:
+        start = time.perf_counter()
+        for dia, text, _ in items:
+            store.provider.add_text(text, metadata={"dia": dia})
+        load_s = time.perf_counter() - start
+        rows, latencies = [], []
+        for q in questions:
+            start = time.perf_counter()
+            found = store.provider.search(q["question"], k=10)
+            latencies.append((time.perf_counter() - start) * 1000)
+            dias = [(r.get("metadata") or {}).get("dia") for r in found]
+            evidence = set(q["evidence"])
+            rows.append(
+                {
+                    "category": q["category"],
+                    "at5": any(d in evidence for d in dias[:5]),
+                    "at10": any(d in evidence for d in dias[:10]),
+                }
+            )
+    return {"rows": rows, "latencies": latencies, "load_s": load_s, "items": len(items)}
+
+
 def run(split: str, modes: list[str], distractor_count: int) -> dict[str, Any]:
     convs = conversations()
     report: dict[str, Any] = {"split": split, "distractors": distractor_count, "modes": {}}
     for mode in modes:
         rows: list[dict[str, Any]] = []
         latencies: list[float] = []
+        if mode == "mem0":
+            if distractor_count:
+                continue  # 10,000 embedding requests per conversation: not measured
+            for conv_id in SPLITS[split]:
+                result = score_mem0(convs[conv_id])
+                rows += result["rows"]
+                latencies += result["latencies"]
+            report["modes"][mode] = _figures(rows, latencies)
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             template = None
             if distractor_count:  # embedded once, copied for each conversation
@@ -131,23 +207,28 @@ def run(split: str, modes: list[str], distractor_count: int) -> dict[str, Any]:
                 result = score(conv_id, convs[conv_id], mode, template)
                 rows += result["rows"]
                 latencies += result["latencies"]
-        by_cat = {
-            CATEGORIES[c]: {
-                "questions": sum(r["category"] == c for r in rows),
-                "recall_at_5": statistics.mean(r["at5"] for r in rows if r["category"] == c),
-                "recall_at_10": statistics.mean(r["at10"] for r in rows if r["category"] == c),
-            }
-            for c in CATEGORIES
-            if any(r["category"] == c for r in rows)
-        }
-        report["modes"][mode] = {
-            "questions": len(rows),
-            "recall_at_5": statistics.mean(r["at5"] for r in rows),
-            "recall_at_10": statistics.mean(r["at10"] for r in rows),
-            "by_category": by_cat,
-            "p95_ms": sorted(latencies)[int(0.95 * (len(latencies) - 1))],
-        }
+        report["modes"][mode] = _figures(rows, latencies)
     return report
+
+
+def _figures(rows: list[dict[str, Any]], latencies: list[float]) -> dict[str, Any]:
+    """Recall@5/@10 overall and per category, and the p95 latency."""
+    by_cat = {
+        CATEGORIES[c]: {
+            "questions": sum(r["category"] == c for r in rows),
+            "recall_at_5": statistics.mean(r["at5"] for r in rows if r["category"] == c),
+            "recall_at_10": statistics.mean(r["at10"] for r in rows if r["category"] == c),
+        }
+        for c in CATEGORIES
+        if any(r["category"] == c for r in rows)
+    }
+    return {
+        "questions": len(rows),
+        "recall_at_5": statistics.mean(r["at5"] for r in rows),
+        "recall_at_10": statistics.mean(r["at10"] for r in rows),
+        "by_category": by_cat,
+        "p95_ms": sorted(latencies)[int(0.95 * (len(latencies) - 1))],
+    }
 
 
 def verdicts(report: dict[str, Any]) -> list[tuple[bool, str]]:
@@ -164,17 +245,15 @@ def verdicts(report: dict[str, Any]) -> list[tuple[bool, str]]:
     return out
 
 
-def render(report: dict[str, Any]) -> str:
+def table(modes: dict[str, dict[str, Any]]) -> list[str]:
+    """A markdown table of ``_figures`` per mode: recall overall and per category, p95."""
     lines = [
-        f"LoCoMo, {report['split']} conversations ({', '.join(SPLITS[report['split']])}), "
-        f"{report['distractors']:,} distractor turns",
-        "",
         "| mode | questions | recall@5 | recall@10 | "
         + " | ".join(f"{c} @5" for c in CATEGORIES.values())
         + " | p95 ms |",
         "|---|---:|---:|---:|" + "---:|" * len(CATEGORIES) + "---:|",
     ]
-    for mode, fig in report["modes"].items():
+    for mode, fig in modes.items():
         cats = [
             f"{fig['by_category'][c]['recall_at_5']:.3f}" if c in fig["by_category"] else "-"
             for c in CATEGORIES.values()
@@ -183,6 +262,16 @@ def render(report: dict[str, Any]) -> str:
             f"| {mode} | {fig['questions']} | {fig['recall_at_5']:.3f} | "
             f"{fig['recall_at_10']:.3f} | " + " | ".join(cats) + f" | {fig['p95_ms']:.1f} |"
         )
+    return lines
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = [
+        f"LoCoMo, {report['split']} conversations ({', '.join(SPLITS[report['split']])}), "
+        f"{report['distractors']:,} distractor turns",
+        "",
+    ]
+    lines += table(report["modes"])
     lines.append("")
     for ok, what in verdicts(report):
         lines.append(f"- {'PASS' if ok else 'FAIL'}: {what}")

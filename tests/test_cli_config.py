@@ -76,6 +76,8 @@ memory:
   embedding_dims: 1536
   write_approval: allow
   llm_review: true
+  semantic_session_search: true
+  overflow: archive
 
 skills:
   creation_nudge_interval: 15

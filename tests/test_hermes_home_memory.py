@@ -72,6 +72,7 @@ def test_memory_commands_on_a_hermes_home_then_hermes_reads_and_writes_on(tmp_pa
         "blocked": [],
         "drift": None,
         "duplicates": 0,
+        "archived": 0,
     }
     assert data["user"]["entries"] == USER
 

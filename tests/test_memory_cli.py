@@ -61,6 +61,7 @@ def test_show_json_flags_poisoned_entries(run, hermes_home):
             "blocked": [{"index": 1, "pattern_ids": ids}],
             "drift": None,
             "duplicates": 0,
+            "archived": 0,
         }
     }
     human = run("show", "--target", "memory").stdout

@@ -22,7 +22,7 @@ SEP = "═" * 46
 
 @pytest.fixture
 def store(hermes_home):
-    return MemoryStore(memory_char_limit=100, user_char_limit=60)
+    return MemoryStore(memory_char_limit=100, user_char_limit=60, overflow="refuse")
 
 
 def _file(hermes_home, name="MEMORY.md"):
@@ -416,7 +416,7 @@ def test_reject_drops_the_write_and_unknown_ids_raise(hermes_home):
 
 
 def test_approval_rechecks_the_limit_and_keeps_the_pending_write(hermes_home):
-    store = MemoryStore(memory_char_limit=30, write_approval="stage")
+    store = MemoryStore(memory_char_limit=30, write_approval="stage", overflow="refuse")
     staged = store.add("memory", "b" * 20)
     store.add("memory", "a" * 25, origin="user")
     result = store.approve(staged["pending_id"])
@@ -526,7 +526,13 @@ def test_tool_schema_is_an_openai_function_tool_like_the_session_tools():
     assert function["name"] == "memory"
     params = function["parameters"]
     assert params["required"] == ["target"]
-    assert params["properties"]["action"]["enum"] == ["add", "replace", "remove"]
+    assert params["properties"]["action"]["enum"] == [
+        "add",
+        "replace",
+        "remove",
+        "search",
+        "restore",
+    ]
     assert params["properties"]["operations"]["items"]["required"] == ["action"]
     json.dumps(MEMORY_TOOL_SCHEMA)
 
@@ -734,7 +740,7 @@ def test_strikes_are_per_session_and_reset_per_turn(store):
 
 
 def test_a_person_approving_is_not_counted_as_a_retry(hermes_home):
-    store = MemoryStore(memory_char_limit=30, write_approval="stage")
+    store = MemoryStore(memory_char_limit=30, write_approval="stage", overflow="refuse")
     staged = store.add("memory", "b" * 20)["pending_id"]
     store.add("memory", "a" * 25, origin="user")
     results = [store.approve(staged) for _ in range(5)]
@@ -745,7 +751,7 @@ def test_a_person_approving_is_not_counted_as_a_retry(hermes_home):
 def test_strikes_are_counted_safely_by_threads_sharing_a_store(hermes_home):
     import threading
 
-    store = MemoryStore(memory_char_limit=50)
+    store = MemoryStore(memory_char_limit=50, overflow="refuse")
     store.add("memory", "a" * 45, origin="user")
     barrier = threading.Barrier(8)
     flags: dict[str, list[bool]] = {}
@@ -765,7 +771,7 @@ def test_strikes_are_counted_safely_by_threads_sharing_a_store(hermes_home):
 
 
 def test_queries_write_nothing(hermes_home):
-    store = MemoryStore(memory_char_limit=20)
+    store = MemoryStore(memory_char_limit=20, overflow="refuse")
     for _ in range(3):
         store.entries("memory"), store.status("user"), store.history(), store.drift("memory")
         store.format_for_system_prompt("memory"), store.pending_writes()
@@ -1151,7 +1157,7 @@ def _withheld_in_prompt(store):
 def test_the_memory_tool_shows_a_flagged_entry_as_the_prompt_does(hermes_home):
     notes = _fixture_notes("MEMORY.md")[:2]
     _write_raw(hermes_home, "\n§\n".join([notes[0], POISON, notes[1]]))
-    store = MemoryStore(memory_char_limit=400)
+    store = MemoryStore(memory_char_limit=400, overflow="refuse")
     shown = _withheld_in_prompt(store)
     assert shown[1].startswith("[BLOCKED:") and shown[0] == notes[0]
 

@@ -433,6 +433,17 @@ class MemoryConfig:
     llm_review: bool = _setting(
         True, "with write_approval: stage, the configured LLM gives a verdict on each staged write"
     )
+    semantic_session_search: bool = _setting(
+        True,
+        "with hermes-context[semantic]: session_search also ranks by meaning (indexed in the "
+        "background after each turn)",
+        status=AGENT,
+    )
+    overflow: str = _setting(
+        "archive",
+        "an add that does not fit: archive (oldest entries move to ARCHIVE.jsonl) | refuse",
+        check=_one_of("archive", "refuse"),
+    )
 
 
 @dataclass

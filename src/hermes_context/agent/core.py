@@ -23,7 +23,7 @@ from ..compression import SUMMARY_KEY, CompressionResult, ContextCompressor
 from ..config import Config, check_base_url, load_config
 from ..errors import ConfigError, LLMAPIError
 from ..llm import ChatClient, ChatModel, ChatResponse, build_summarizer
-from ..memory import MemoryManager, MemoryStore
+from ..memory import MemoryManager, MemoryStore, e5
 from ..messages import json_loads_or_none
 from ..providers import load_provider
 from ..references import expand_references
@@ -208,6 +208,8 @@ class AIAgent:
         self.tool_schemas = self.tools.schemas(self.toolsets)
         self._tool_tokens = estimate_tokens_rough(json.dumps(self.tool_schemas))
         self.db = SessionDB(self.hermes_home / DB_FILENAME)
+        if self._memory_config.memory.semantic_session_search and e5.available():
+            self.db.use_semantic(e5.embed)
         self._cancel = threading.Event()
         self._lock = threading.RLock()
         self._closed = False
@@ -519,6 +521,8 @@ class AIAgent:
         self._recall = None
         if final and not turn.interrupted:
             self.memory_manager.sync_turn(user_message, final, self.session_id, self.messages)
+        if self.db.vectors is not None:  # this turn's prose, searchable by meaning soon
+            self.db.index_semantic_in_background()
         self.reviewer.after_turn(
             tool_iterations=turn.tool_iterations, delivered=bool(final) and not turn.interrupted
         )
@@ -648,21 +652,32 @@ class AIAgent:
                 )
                 ok = _tool_ok(result)
                 if name == "memory" and ok:
-                    self._mirror_memory_write(fn.get("arguments"))
+                    self._mirror_memory_write(fn.get("arguments"), result)
                 self._emit("tool_result", name=name, ok=ok, chars=len(result))
             self._append([{"role": "tool", "tool_call_id": call.get("id", ""), "content": result}])
 
-    def _mirror_memory_write(self, arguments: Any) -> None:
-        """Tell the provider about a successful MEMORY.md / USER.md write (``on_memory_write``)."""
+    def _mirror_memory_write(self, arguments: Any, result: str) -> None:
+        """Tell the provider about a successful MEMORY.md / USER.md write (``on_memory_write``).
+
+        Entries the write moved to the archive are passed on as ``archive``, so
+        the provider's recall still finds what left the system prompt.
+        """
         if self.memory_manager.provider is None:
             return
         args = json_loads_or_none(arguments) if isinstance(arguments, str) else arguments
-        if isinstance(args, dict):
+        if isinstance(args, dict) and args.get("action") in ("add", "replace"):
             self.memory_manager.on_memory_write(
                 str(args.get("action", "")),
                 str(args.get("target", "")),
                 str(args.get("content", "")),
             )
+        answer = json_loads_or_none(result)
+        archived = answer.get("archived") if isinstance(answer, dict) else None
+        for entry in archived if isinstance(archived, list) else ():
+            if isinstance(entry, dict) and isinstance(entry.get("content"), str):
+                self.memory_manager.on_memory_write(
+                    "archive", str(entry.get("target", "")), entry["content"]
+                )
 
     def _finish(self, text: str) -> str:
         """End the turn with an assistant message (so the sequence stays valid)."""

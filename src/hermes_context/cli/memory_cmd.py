@@ -72,6 +72,8 @@ def _finish(result: dict[str, Any], as_json: bool, done: str) -> None:
         click.echo(f"{done} ({result['usage']} chars, {n} entr{'y' if n == 1 else 'ies'})")
         if "replaced" in result:
             click.echo(_indented("was", result["replaced"]))
+        for entry in result.get("archived", ()):
+            click.echo(_indented(f"archived {entry['id']}", entry["content"]))
         if result.get("warning"):
             click.echo(f"warning: {visible(result['warning'], keep_newlines=False)}", err=True)
 
@@ -124,6 +126,8 @@ def _print_target(name: str, data: dict[str, Any]) -> None:
     count = f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
     header = Text(_FILENAMES[name], style="bold")
     header.append(f"  {used:,}/{limit:,} chars ({pct}%), {count}")
+    if data.get("archived"):
+        header.append(f", {data['archived']} archived ('memory archive' lists them)")
     console.print(header, soft_wrap=True)
     blocked = {b["index"]: b["pattern_ids"] for b in data["blocked"]}
     for i, entry in enumerate(entries):
@@ -189,6 +193,71 @@ def remove(old_text: str, target: str, hermes_home: str | None, as_json: bool) -
     """Remove the entry OLD_TEXT names (whole entry, or a part found in no other)."""
     result = _store(hermes_home).remove(target, old_text, origin="user")
     _finish(result, as_json, f"Entry removed from {_FILENAMES[target]}")
+
+
+@memory.command()
+@click.argument("query")
+@_any_target_option
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=10, show_default=True, help="At most N."
+)
+@home_option
+@json_option
+@handle_errors
+def search(
+    query: str, target: str | None, limit: int, hermes_home: str | None, as_json: bool
+) -> None:
+    """Find entries by their words, archived ones included (best first)."""
+    result = _store(hermes_home).search(query, target=target, limit=limit)
+    if as_json:
+        emit_json(result)
+    if not result["success"]:
+        if not as_json:
+            click.echo(f"error: {visible(result['error'], keep_newlines=False)}", err=True)
+        sys.exit(EXIT_USAGE)
+    if as_json:
+        return
+    if not result["results"]:
+        click.echo("no matching entries")
+    for hit in result["results"]:
+        where = f"archived {hit['id']}" if hit["archived"] else "live"
+        click.echo(_indented(f"{_FILENAMES[hit['target']]} {where}", hit["content"]))
+
+
+@memory.command(name="archive")
+@_any_target_option
+@home_option
+@json_option
+@handle_errors
+def archive_cmd(target: str | None, hermes_home: str | None, as_json: bool) -> None:
+    """List the entries moved to ARCHIVE.jsonl to make room, oldest first."""
+    store = _store(hermes_home)
+    scan = store.archive.scan()
+    if scan.malformed:
+        lines = ", ".join(map(str, scan.malformed))
+        click.echo(f"warning: unreadable line(s) {lines} in {store.archive.path} (kept)", err=True)
+    entries = [e for e in scan.entries if target is None or e.target == target]
+    if as_json:
+        emit_json([e.to_dict() for e in entries])
+        return
+    if not entries:
+        click.echo("the archive is empty")
+    for e in entries:
+        label = f"{e.id} {_FILENAMES[e.target]} {e.archived_at[:10]}"
+        click.echo(_indented(label, e.content))
+
+
+@memory.command()
+@click.argument("archive_id")
+@home_option
+@json_option
+@handle_errors
+def restore(archive_id: str, hermes_home: str | None, as_json: bool) -> None:
+    """Put the archived entry ARCHIVE_ID back in its file (the oldest may be archived in turn)."""
+    store = _store(hermes_home)
+    result = store.restore(archive_id, origin="user")
+    target = result.get("target", "memory")
+    _finish(result, as_json, f"Restored to {_FILENAMES.get(str(target), 'MEMORY.md')}")
 
 
 @memory.command()

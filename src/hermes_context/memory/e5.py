@@ -91,6 +91,11 @@ def embed_passages(texts: Sequence[str]) -> Any:
     return _encode(texts, query=False)
 
 
+def embed(texts: Sequence[str], query: bool) -> Any:
+    """``embed_queries`` or ``embed_passages``: the shape a ``SessionVectors`` takes."""
+    return _encode(texts, query=query)
+
+
 def _encode(texts: Sequence[str], *, query: bool) -> Any:
     import numpy as np
 

@@ -7,6 +7,8 @@ list of entries and returns a new one; none touches the disk.
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ TARGETS = ("memory", "user")
 TARGET_FILENAMES = {"memory": "MEMORY.md", "user": "USER.md"}
 # How many characters of an entry an error message quotes.
 PREVIEW_CHARS = 80
+_WORD = re.compile(r"\w+")
 
 
 class EntryError(Exception):
@@ -220,12 +223,21 @@ def find_entry(entries: Sequence[str], old_text: object) -> int:
 
 
 def apply_operation(entries: Sequence[str], op: Operation) -> list[str]:
-    """Return a new list with ``op`` applied; a duplicate add leaves the list as it was."""
+    """Return a new list with ``op`` applied.
+
+    A duplicate add leaves the list as it was; an add that nearly repeats an
+    entry (``near_duplicate``) replaces it, so one note is never stored twice.
+    """
     result = list(entries)
     if op.action == "add":
         assert op.content is not None
-        if op.content not in result:
+        if op.content in result:
+            return result
+        near = find_near_duplicate(result, op.content)
+        if near is None:
             result.append(op.content)
+        else:  # the same note reworded: one entry, in the newer wording
+            result[near] = op.content
         return result
     index = find_entry(result, op.old_text)
     if op.action == "remove":
@@ -281,3 +293,58 @@ def parse_operation(raw: object, *, index: int | None = None) -> Operation:
     raise EntryError(
         f"{where}'action' must be one of add, replace, remove (got {action!r}).", reason="invalid"
     )
+
+
+def normal_text(text: str) -> str:
+    """``text`` compared loosely: NFKC, case-folded, its words joined by single spaces."""
+    flat = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(_WORD.findall(flat))
+
+
+def find_near_duplicate(entries: Sequence[str], content: str) -> int | None:
+    """Index of the entry ``content`` nearly repeats (see ``near_duplicate``), or ``None``."""
+    return next((i for i, e in enumerate(entries) if near_duplicate(e, content)), None)
+
+
+def near_duplicate(a: str, b: str) -> bool:
+    """Whether two entries say the same thing in nearly the same words.
+
+    Decided on form, in any language: the same exact values (numbers, paths,
+    identifiers: a changed value is a new fact, never a duplicate) and at
+    least ``NEAR_DUPLICATE`` of their character trigrams in common.
+    """
+    if a == b:
+        return True
+    if min(len(a), len(b)) < 0.5 * max(len(a), len(b)):
+        return False  # one says at least twice as much as the other
+    na, nb = normal_text(a), normal_text(b)
+    if na == nb:
+        return True
+    if _values(a) != _values(b):
+        return False
+    ta, tb = _trigrams(na), _trigrams(nb)
+    if not ta or not tb:
+        return False
+    return len(ta & tb) / len(ta | tb) >= NEAR_DUPLICATE
+
+
+# Jaccard of character trigrams two entries need to be merged. "Don't use tabs for YAML" and
+# "Use tabs for YAML" share 0.74 of theirs; a reworded capitalisation or punctuation shares 1.0.
+NEAR_DUPLICATE = 0.85
+_VALUE_MARKS = frozenset("/_.@~")
+_TOKEN_EDGES = ".,;:!?()[]{}<>\"'`"
+
+
+def _values(text: str) -> set[str]:
+    """The words that carry a value: a digit, or a path/identifier mark inside (linear)."""
+    out = set()
+    for token in text.split():
+        word = token.strip(_TOKEN_EDGES).casefold()
+        if any(ch.isdigit() or ch in _VALUE_MARKS for ch in word):
+            out.add(word)
+    return out
+
+
+def _trigrams(text: str) -> set[str]:
+    padded = f" {text} "
+    return {padded[i : i + 3] for i in range(len(padded) - 2)}

@@ -41,8 +41,9 @@ from .entries import TARGETS
 
 JOURNAL_FILENAME = "journal.jsonl"
 ORIGINS = ("user", "agent", "background_review")
-# "dedupe": a rewrite dropped repeated entries (Hermes Agent leaves them out on load).
-ACTIONS = ("add", "replace", "remove", "reset", "dedupe")
+# "dedupe": a rewrite dropped repeated entries (Hermes Agent leaves them out on load);
+# "archive": an add that did not fit moved the entry to ARCHIVE.jsonl.
+ACTIONS = ("add", "replace", "remove", "reset", "dedupe", "archive")
 PHASES = ("intent", "commit", "abort")
 _BOM_BYTES = "\ufeff".encode()
 # An intent file is a few hundred bytes; anything bigger was not written by us.

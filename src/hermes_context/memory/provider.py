@@ -62,7 +62,11 @@ class MemoryProvider(ABC):
         return ""
 
     def on_memory_write(self, action: str, target: str, content: str) -> None:  # noqa: B027
-        """A write to MEMORY.md / USER.md succeeded (mirror it if useful)."""
+        """A write to MEMORY.md / USER.md succeeded (mirror it if useful).
+
+        ``action`` is ``add``, ``replace`` or ``archive`` (an entry the write
+        moved out of the file to make room: worth keeping for recall).
+        """
 
     def on_session_end(self, session_id: str, messages: list[dict[str, Any]]) -> None:  # noqa: B027
         """The session ended."""

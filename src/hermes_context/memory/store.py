@@ -11,6 +11,7 @@ fix (unreadable files, unknown pending ids) raise ``StoreError``.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import threading
@@ -30,6 +31,15 @@ from .approval import (
     PendingWrite,
     WriteReviewer,
     normalise_review,
+)
+from .archive import (
+    ARCHIVE_FILENAME,
+    OVERFLOW_MODES,
+    Archive,
+    ArchivedEntry,
+    check_id,
+    entry_id,
+    rank,
 )
 from .entries import (
     TARGET_FILENAMES,
@@ -97,6 +107,10 @@ class MemoryStore:
             write for the person who approves it (``hermes_context.llm.LLMWriteReviewer``
             asks an LLM). A reviewer that fails or answers nonsense gives the
             verdict ``unavailable``; it never stops the write from being staged.
+        overflow: What an add that does not fit does: ``archive`` moves the
+            file's oldest entries to ``ARCHIVE.jsonl`` until it fits (they stay
+            searchable and restorable, see ``search`` and ``restore``);
+            ``refuse`` answers ``over_limit`` and lets the model consolidate.
         remember_verdicts: Keep the threat scanner's verdicts in ``verdicts``
             (``<memory_dir>/../cache/threat_verdicts.json``): an entry is judged
             once, and the next session's snapshot reads its verdicts instead of
@@ -127,6 +141,7 @@ class MemoryStore:
         pending_dir: str | os.PathLike[str] | None = None,
         reviewer: WriteReviewer | None = None,
         remember_verdicts: bool = True,
+        overflow: str = "archive",
     ) -> None:
         if write_approval not in APPROVAL_MODES:
             raise ConfigError(
@@ -134,11 +149,19 @@ class MemoryStore:
                 f"got {write_approval!r}",
                 key="memory.write_approval",
             )
+        if overflow not in OVERFLOW_MODES:
+            raise ConfigError(
+                f"config key 'memory.overflow' must be one of {', '.join(OVERFLOW_MODES)}, "
+                f"got {overflow!r}",
+                key="memory.overflow",
+            )
         for target, limit in (("memory", memory_char_limit), ("user", user_char_limit)):
             _check_limit(target, limit)
         self.memory_dir = Path(memory_dir) if memory_dir else resolve_hermes_home() / "memories"
         self.limits = {"memory": memory_char_limit, "user": user_char_limit}
         self.write_approval = write_approval
+        self.overflow = overflow
+        self.archive = Archive(self.memory_dir / ARCHIVE_FILENAME)
         pending = (
             Path(pending_dir) if pending_dir else self.memory_dir.parent / "pending" / "memory"
         )
@@ -168,6 +191,7 @@ class MemoryStore:
             user_char_limit=mem.user_char_limit,
             write_approval=mem.write_approval,
             reviewer=reviewer,
+            overflow=mem.overflow,
         )
 
     # -- paths and reading -------------------------------------------------
@@ -214,6 +238,7 @@ class MemoryStore:
             "blocked": [{"index": i, "pattern_ids": ids} for i, ids in blocked if ids],
             "drift": _drift_reason(text, entries, limit, TARGET_FILENAMES[target]),
             "duplicates": sum(drop_duplicates(parse_entries(text))[1].values()),
+            "archived": len(self.archive.entries(target)),
         }
 
     def drift(self, target: str) -> str | None:
@@ -421,6 +446,7 @@ class MemoryStore:
             text, before = self._read(target)
             backup = self._check_drift(target, path, text, before, ops)
             after, records = _apply_logged(before, ops)
+            after, moved = self._make_room(target, before, after, ops)
             self._check_result(target, kind, before, after, ops)
             if after == before:
                 message = "Entry already exists; nothing added."
@@ -436,18 +462,67 @@ class MemoryStore:
                 common["batch_id"] = common["write_id"][:12]
             if pending_id:
                 common["pending_id"] = pending_id
-            logged = _dedupe_records(text) + records
+            archived = []
+            if moved:  # archived before the file drops them: a crash leaves two copies, not none
+                self.archive.add(target, moved, reason="overflow", session_id=session_id)
+                archived = [{"action": "archive", "content_hash": content_hash(e)} for e in moved]
+            logged = _dedupe_records(text) + records + archived
             warning = self.journal.logged_write(
                 path, render_entries(after), [{**rec, **common} for rec in logged]
             )
-        result = success(
-            target, after, self.limits[target], _done_message(kind, records), backup=backup
-        )
+            self._unarchive(target, before, after)
+        message = _done_message(kind, records)
+        if moved:
+            message += (
+                f" To make room, the {len(moved)} oldest entr{'y' if len(moved) == 1 else 'ies'} "
+                "moved to the archive (still found by search; 'restore' brings one back)."
+            )
+        result = success(target, after, self.limits[target], message, backup=backup)
+        if moved:
+            result["archived"] = [
+                {"id": entry_id(target, e), "content": e, "target": target} for e in moved
+            ]
         if kind == "replace":  # what was there, so the change can be checked or undone
             result["replaced"] = before[find_entry(before, ops[0].old_text)]
         if warning:
             result["warning"] = warning
         return result
+
+    def _make_room(
+        self, target: str, before: list[str], after: list[str], ops: list[Operation]
+    ) -> tuple[list[str], list[str]]:
+        """``after`` with its oldest earlier entries taken out until it fits, and those entries.
+
+        Only for a write that adds, with ``overflow="archive"``; when even every
+        earlier entry out would not make it fit, nothing is taken (the write is
+        refused as over the limit).
+        """
+        limit = self.limits[target]
+        if self.overflow != "archive" or usage(after) <= limit or usage(after) <= usage(before):
+            return after, []
+        if not any(op.action == "add" for op in ops):
+            return after, []
+        earlier = set(before)
+        kept, moved = list(after), []
+        for entry in after:
+            if usage(kept) <= limit:
+                break
+            if entry in earlier:
+                kept.remove(entry)
+                moved.append(entry)
+        return (kept, moved) if usage(kept) <= limit else (after, [])
+
+    def _unarchive(self, target: str, before: list[str], after: list[str]) -> None:
+        """Drop from the archive the entries this write put back in the file (restored, re-added).
+
+        After the file is written, so never an error: a copy left in the
+        archive is dropped by the next write that touches it.
+        """
+        if not self.archive.path.exists():
+            return
+        back = [entry_id(target, e) for e in set(after) - set(before)]
+        with contextlib.suppress(StoreError, OSError):
+            self.archive.drop(back)
 
     def _check_drift(
         self, target: str, path: Path, text: str, entries: list[str], ops: list[Operation]
@@ -503,6 +578,7 @@ class MemoryStore:
         after = list(before)
         for op in ops:
             after = apply_operation(after, op)
+        after, _ = self._make_room(target, before, after, ops)
         self._check_result(target, kind, before, after, ops)
         operations = [op.to_dict() for op in ops]
         staged = self.pending.stage(
@@ -549,6 +625,93 @@ class MemoryStore:
     ) -> dict[str, Any]:
         """Count an over-limit failure against the session's turn; mark it terminal past 3."""
         return self._strikes.count(result, session_id) if counted else result
+
+    # -- the archive ---------------------------------------------------------
+
+    def archived(self, target: str | None = None) -> list[ArchivedEntry]:
+        """The entries moved to the archive (of ``target`` only, when given), oldest first.
+
+        Raises:
+            StoreError: the archive exists but cannot be read.
+        """
+        if target is not None:
+            _check_target(target)
+        return self.archive.entries(target)
+
+    def search(
+        self,
+        query: str,
+        *,
+        target: str | None = None,
+        limit: int = 10,
+        session_id: str | None | _Nobody = NOBODY,
+    ) -> dict[str, Any]:
+        """Live and archived entries that share words with ``query``, best first.
+
+        Each result says where it is (``archived`` and its ``id`` for restore).
+        An entry the scanner flags is shown as its ``[BLOCKED: ...]`` marker, as
+        the system prompt shows it; ``session_id`` as in ``withheld``.
+        """
+        if not isinstance(query, str) or not query.strip():
+            return failure("'query' is required for search: words the entry holds.", "invalid")
+        if target is not None and target not in TARGETS:
+            return failure(f"'target' must be 'memory' or 'user' (got {target!r}).", "invalid")
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            return failure(f"'limit' must be a whole number >= 1 (got {limit!r}).", "invalid")
+        found: list[tuple[str, dict[str, Any]]] = []  # (raw text to rank, result to show)
+        for name in (target,) if target else TARGETS:
+            live = self._read(name)[1]
+            shown = self.withheld(live, written_by=session_id)
+            found += [
+                (raw, {"target": name, "content": text, "archived": False})
+                for raw, text in zip(live, shown, strict=True)
+            ]
+            old = self.archive.entries(name)
+            marked = self.withheld([e.content for e in old], written_by=session_id)
+            found += [
+                (
+                    e.content,
+                    {
+                        "target": name,
+                        "content": text,
+                        "archived": True,
+                        "id": e.id,
+                        "archived_at": e.archived_at,
+                    },
+                )
+                for e, text in zip(old, marked, strict=True)
+            ]
+        self._save_verdicts()
+        hits = [hit for _, hit in rank(query, found, key=lambda f: f[0], limit=limit)]
+        return {"success": True, "query": query, "results": hits, "count": len(hits)}
+
+    def restore(
+        self, archive_id: str, *, origin: str = "user", session_id: str | None = None
+    ) -> dict[str, Any]:
+        """Put an archived entry back in its file, as an add (scanned, limited, journaled).
+
+        When the file is full, its oldest entries move to the archive in turn.
+        In approval mode an agent's restore is staged like any write.
+        """
+        try:
+            wanted = check_id(archive_id)
+        except ValueError as exc:
+            return failure(f"{exc}.", "invalid")
+        try:
+            entry = self.archive.get(wanted)
+        except StoreError as exc:
+            return failure(str(exc), "store")
+        if entry is None:
+            return failure(
+                f"No archived entry has id {wanted}; search or list the archive for ids.",
+                "no_match",
+            )
+        op = {"action": "add", "content": entry.content}
+        result = self._write(entry.target, "add", [op], origin, session_id)
+        if result.get("success") and not result.get("staged"):
+            result["restored"] = entry.to_dict()
+            result["message"] = "Entry restored from the archive. " + result["message"]
+        return result
 
     # -- approval, history, reset --------------------------------------------
 
@@ -771,6 +934,11 @@ def _apply_logged(
         if op.action == "replace":
             rec["old_hash"] = content_hash(old or "")
             rec["merged"] = len(new_entries) < len(entries)
+        elif op.action == "add" and len(new_entries) == len(entries):
+            # The add reworded a near-duplicate entry instead of adding a second one.
+            gone = next(iter(set(entries) - set(new_entries)), "")
+            rec["old_hash"] = content_hash(gone)
+            rec["merged"] = True
         records.append(rec)
         entries = new_entries
     return entries, records
@@ -828,4 +996,6 @@ def _safe_entry(entry: str, ids: list[str]) -> str:
 def _done_message(kind: str, records: list[dict[str, Any]]) -> str:
     if kind == "batch":
         return f"Batch applied ({len(records)} change(s))."
+    if kind == "add" and records and records[0].get("merged"):
+        return "Entry merged into a near-duplicate entry (one entry now, in the newer wording)."
     return {"add": "Entry added.", "replace": "Entry replaced.", "remove": "Entry removed."}[kind]

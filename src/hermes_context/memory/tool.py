@@ -38,18 +38,21 @@ MEMORY_TOOL_SCHEMA: dict[str, Any] = {
             "target 'memory': your own notes (environment facts, project conventions, tool quirks, "
             "lessons learned). target 'user': who the user is (preferences, communication style, "
             "habits). Keep entries short and factual, one fact per entry; never store secrets or "
-            "instructions to yourself. Both stores have a character limit: when a write does not "
-            "fit, replace or remove entries to consolidate, then retry. Changes are saved at once "
-            "but appear in your system prompt only from the next session."
+            "instructions to yourself. Both stores have a character limit: when an add does not "
+            "fit, the oldest entries move to an archive (or, if archiving is off, you are asked to "
+            "consolidate). 'search' finds entries by their words, archived ones included; "
+            "'restore' brings an archived entry back by its id. Changes are saved at once but "
+            "appear in your system prompt only from the next session."
         ),
         "parameters": {
             "type": "object",
             "properties": {
                 "action": {
                     "type": "string",
-                    "enum": ["add", "replace", "remove"],
-                    "description": "add a new entry, replace an entry, or remove one. Omit when "
-                    "giving 'operations'.",
+                    "enum": ["add", "replace", "remove", "search", "restore"],
+                    "description": "add a new entry, replace an entry, remove one, search the "
+                    "entries (archived ones too) or restore an archived one. Omit when giving "
+                    "'operations'.",
                 },
                 "target": {"type": "string", "enum": ["memory", "user"]},
                 "content": {"type": "string", "description": "Entry text for add and replace."},
@@ -57,6 +60,11 @@ MEMORY_TOOL_SCHEMA: dict[str, Any] = {
                     "type": "string",
                     "description": "For replace and remove: the entry's whole text, or a part of it "
                     "that appears in no other entry.",
+                },
+                "query": {"type": "string", "description": "For search: words the entry holds."},
+                "archive_id": {
+                    "type": "string",
+                    "description": "For restore: the archived entry's id, as search gives it.",
                 },
                 "operations": {
                     "type": "array",
@@ -190,6 +198,12 @@ def _withhold_flagged(
     for key in ("entries", "current_entries"):  # whole files, in order
         if isinstance(out.get(key), list):
             out[key] = store.withheld(out[key], written_by=session_id)
+    if isinstance(out.get("archived"), list):  # entries that just left the file, in order
+        texts = [str(a.get("content", "")) for a in out["archived"] if isinstance(a, dict)]
+        shown = store.withheld(texts, written_by=session_id)
+        out["archived"] = [
+            {**a, "content": text} for a, text in zip(out["archived"], shown, strict=True)
+        ]
     if isinstance(out.get("replaced"), str):
         out["replaced"] = store.withheld([out["replaced"]], written_by=session_id)[0]
     if isinstance(out.get("matches"), list) and target in ("memory", "user"):
@@ -231,6 +245,12 @@ def _dispatch(
             f"(use one of {', '.join(GATED_ORIGINS)}).",
             "invalid",
         )
+    if action == "search":  # both files when no target is given
+        if target is not None and target not in ("memory", "user"):
+            return failure(f"'target' must be 'memory' or 'user' (got {target!r}).", "invalid")
+        return store.search(args.get("query"), target=target, session_id=session_id)  # type: ignore[arg-type]
+    if action == "restore":  # the archived entry knows its file
+        return store.restore(args.get("archive_id"), **meta)  # type: ignore[arg-type]
     if target not in ("memory", "user"):
         return failure(f"'target' is required: 'memory' or 'user' (got {target!r}).", "invalid")
     if args.get("operations") is not None:
@@ -244,6 +264,7 @@ def _dispatch(
     if action == "remove":
         return store.remove(target, args.get("old_text"), **meta)  # type: ignore[arg-type]
     return failure(
-        f"'action' must be add, replace or remove, or give 'operations' (got {action!r}).",
+        "'action' must be add, replace, remove, search or restore, or give 'operations' "
+        f"(got {action!r}).",
         "invalid",
     )

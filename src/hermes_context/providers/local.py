@@ -231,7 +231,7 @@ class LocalMemoryProvider(MemoryProvider):
         return items[:LLM_MAX_FACTS] + episode
 
     def on_memory_write(self, action: str, target: str, content: str) -> None:
-        if action in ("add", "replace") and content:
+        if action in ("add", "replace", "archive") and content:
             self.add(content, kind="note")
 
     def shutdown(self) -> None:

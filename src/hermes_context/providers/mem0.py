@@ -77,7 +77,7 @@ class Mem0Provider(MemoryProvider):
         )
 
     def on_memory_write(self, action: str, target: str, content: str) -> None:
-        if action in ("add", "replace") and content:
+        if action in ("add", "replace", "archive") and content:
             self.add_text(content, metadata={"source": f"{target} note"})
 
     def shutdown(self) -> None:

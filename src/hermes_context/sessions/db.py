@@ -26,6 +26,7 @@ from ..errors import StoreError
 from . import compaction, connection, importing, indexing, layout, queries, search, views
 from .fts import FTS_TOKENIZER
 from .migrations import check_not_newer, check_readable, migrate
+from .semantic import SessionVectors
 
 T = TypeVar("T")
 
@@ -93,6 +94,9 @@ class SessionDB:
         self, path: str | os.PathLike[str] | None = None, *, read_only: bool | None = None
     ) -> None:
         self.path = Path(path) if path is not None else resolve_hermes_home() / DB_FILENAME
+        # The semantic half of search, once ``use_semantic`` gives it an encoder.
+        self.vectors: SessionVectors | None = None
+        self._stop_indexing = threading.Event()
         self._local = threading.local()
         self._lock = threading.Lock()
         # Every connection opened, with a weak reference to its thread's mark:
@@ -261,7 +265,10 @@ class SessionDB:
         return queries.require_session(conn, session_id, path=str(self.path))
 
     def close(self) -> None:
-        """Close every connection this object opened."""
+        """Close every connection this object opened (and stop background indexing)."""
+        self._stop_indexing.set()
+        if self.vectors is not None:
+            self.vectors.join(timeout=10)
         with self._lock:
             conns, self._conns = self._conns, []
         for _, conn in conns:
@@ -607,6 +614,7 @@ class SessionDB:
         exclude_session_id: str | None = None,
         user_id: str | None = None,
         raw: bool = False,
+        semantic: bool = False,
     ) -> list[dict[str, Any]]:
         """Best-ranked messages matching ``query`` (content, tool output, tool arguments).
 
@@ -620,6 +628,10 @@ class SessionDB:
                 holds: its live, uncompacted messages and those it kept from
                 the sessions it was rotated from (their compacted ones stay).
             user_id: Only this user's sessions.
+            semantic: Rank by meaning too (``use_semantic`` first; ignored with
+                ``raw``). Off by default here: the messages nearest in meaning
+                always exist, so a search a person runs would never say "no
+                matches". The ``session_search`` tool uses it whenever it is on.
 
         Raises:
             SearchQueryError: a raw query is malformed.
@@ -634,6 +646,7 @@ class SessionDB:
                 exclude_session_id=exclude_session_id,
                 user_id=user_id,
                 raw=raw,
+                vectors=self.vectors if semantic else None,
             )
         )
 
@@ -650,7 +663,11 @@ class SessionDB:
         user_id: str | None = None,
         raw: bool = False,
     ) -> dict[str, Any]:
-        """The ``session_search`` tool: discover, scroll, read or browse (see ``search``)."""
+        """The ``session_search`` tool: discover, scroll, read or browse (see ``search``).
+
+        Discover ranks by meaning too once ``use_semantic`` was called; hits only
+        the semantic half found are marked (``match: "semantic"`` when no word matched).
+        """
         if query is not None:
             self._ready_for_search()
         return self._read(
@@ -665,8 +682,47 @@ class SessionDB:
                 current_session_id=current_session_id,
                 user_id=user_id,
                 raw=raw,
+                vectors=self.vectors,
             )
         )
+
+    # -- the semantic half of search ------------------------------------------
+
+    def use_semantic(self, embed: Callable[[Sequence[str], bool], Any]) -> SessionVectors:
+        """Rank searches by meaning too, with ``embed`` (``memory.e5.embed``); see ``semantic``.
+
+        Only what ``index_semantic`` or ``index_semantic_in_background`` has
+        embedded is searched by meaning; the rest is found by its words.
+        """
+        self.vectors = SessionVectors(self.path, embed=embed)
+        return self.vectors
+
+    def index_semantic(
+        self, *, limit: int | None = None, progress: Callable[[int], None] | None = None
+    ) -> int:
+        """Embed the prose stored since the last call, now; return how many messages were embedded.
+
+        Raises:
+            ValueError: ``use_semantic`` was not called.
+        """
+        vectors = self._require_vectors()
+        return self._read(lambda c: vectors.catch_up(c, limit=limit, progress=progress))
+
+    def semantic_backlog(self) -> int:
+        """Messages stored since the last indexing (0 without ``use_semantic``)."""
+        if self.vectors is None:
+            return 0
+        vectors = self.vectors
+        return self._read(vectors.pending)
+
+    def index_semantic_in_background(self) -> None:
+        """Start (or nudge) indexing on a background thread; ``close`` stops it."""
+        self._require_vectors().start_background(self.path, stop=self._stop_indexing)
+
+    def _require_vectors(self) -> SessionVectors:
+        if self.vectors is None:
+            raise ValueError("semantic search is off: call use_semantic(embed) first")
+        return self.vectors
 
     def _ready_for_search(self) -> None:
         """Index what another program stored since; a read-only file without our index gets one

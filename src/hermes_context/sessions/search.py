@@ -17,6 +17,7 @@ from . import queries
 from .errors import SessionNotFoundError
 from .hits import Candidate, Scope, hydrate, ranked
 from .rows import MESSAGE_COLUMNS, row_to_message
+from .semantic import SessionVectors, fuse
 from .views import ORDER, ORDER_DESC, POSITION
 
 SORTS = ("newest", "oldest")
@@ -52,12 +53,15 @@ def search(
     exclude_session_id: str | None = None,
     user_id: str | None = None,
     raw: bool = False,
+    vectors: SessionVectors | None = None,
 ) -> list[dict[str, Any]]:
     """Best-ranked matching messages (see ``SessionDB.search``)."""
     queries.check_limit(limit)
     excluded = queries.ancestors(conn, exclude_session_id) if exclude_session_id else []
     scope = Scope(user_id=user_id, excluded=frozenset(excluded))
     found, _ = ranked(conn, query, scope=scope, enough=lambda c: len(c) >= limit, raw=raw)
+    if vectors is not None and not raw:
+        found = fuse(found, vectors.nearest(conn, query, scope=scope, k=limit))
     return hydrate(conn, found[:limit], query)
 
 
@@ -123,8 +127,13 @@ def discover(
     current_session_id: str | None,
     user_id: str | None,
     raw: bool = False,
+    vectors: SessionVectors | None = None,
 ) -> dict[str, Any]:
-    """Discover mode: ranked hits grouped by lineage root, the current context excluded."""
+    """Discover mode: ranked hits grouped by lineage root, the current context excluded.
+
+    With ``vectors`` the messages nearest in meaning are fused with the BM25
+    hits (``semantic.fuse``); ``match`` says ``semantic`` when only they matched.
+    """
     only = None
     if session_id is not None:
         queries.require_session(conn, session_id, user_id=user_id)
@@ -132,7 +141,17 @@ def discover(
     excluded = queries.ancestors(conn, current_session_id) if current_session_id else []
     scope = Scope(user_id=user_id, excluded=frozenset(excluded), only=only)
     found, kind = ranked(conn, query, scope=scope, enough=_enough_roots(limit), raw=raw)
+    by_words = {c.message_id for c in found}
+    if vectors is not None and not raw:
+        near = vectors.nearest(conn, query, scope=scope, k=limit * HITS_PER_GROUP)
+        if near and not found:
+            kind = "semantic"
+        found = fuse(found, near)
     results = _group(hydrate(conn, _choose(found, limit), query), sort)
+    for group in results:
+        for hit in group["hits"]:
+            if hit["message_id"] not in by_words:
+                hit["by_meaning"] = True  # no word of the query matched it
     for group in results:
         group["root_session_id"] = queries.visible_root(conn, group["root_session_id"], user_id)
     return {
@@ -364,6 +383,7 @@ def session_search(
     current_session_id: str | None = None,
     user_id: str | None = None,
     raw: bool = False,
+    vectors: SessionVectors | None = None,
 ) -> dict[str, Any]:
     """The ``session_search`` tool; the mode follows from the arguments given.
 
@@ -395,6 +415,7 @@ def session_search(
             current_session_id=current_session_id,
             user_id=user_id,
             raw=raw,
+            vectors=vectors,
         )
     if around_message_id is not None:
         around = _message_id(around_message_id, "around_message_id")

@@ -80,3 +80,35 @@ def delete_memory(
 ) -> dict[str, Any]:
     """Remove the entry that ``old_text`` matches."""
     return _answer(bridge, _store(bridge, user_id).remove(target, old_text, origin="user"))
+
+
+@router.get("/memory/search")
+def search_memory(
+    q: Annotated[str, Query(min_length=1, max_length=2_000, description="Words the entry holds.")],
+    user_id: User,
+    bridge: BridgeDep,
+    target: Annotated[Literal["memory", "user"] | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 10,
+) -> dict[str, Any]:
+    """Live and archived entries that share words with ``q``, best first."""
+    return _answer(bridge, _store(bridge, user_id).search(q, target=target, limit=limit))
+
+
+@router.get("/memory/archive")
+def list_archive(
+    user_id: User,
+    bridge: BridgeDep,
+    target: Annotated[Literal["memory", "user"] | None, Query()] = None,
+) -> dict[str, Any]:
+    """The entries moved to the archive to make room, oldest first."""
+    entries = _store(bridge, user_id).archived(target)
+    return bridge.redact.data({"entries": [e.to_dict() for e in entries]})
+
+
+@router.post("/memory/archive/{archive_id}/restore", responses=responses(404))
+def restore_archived(archive_id: str, user_id: User, bridge: BridgeDep) -> dict[str, Any]:
+    """Put an archived entry back in its file (through the same checks as any write)."""
+    result = _store(bridge, user_id).restore(archive_id, origin="user")
+    if result.get("reason") == "no_match":
+        raise BridgeError("not_found", str(result["error"]), status=404)
+    return _answer(bridge, result)

@@ -1,0 +1,307 @@
+"""The semantic half of session search: e5 embeddings of the conversations' prose, in a sidecar.
+
+Full-text search finds the words a message holds; a user asking "the time the
+build broke because of the cache" may have written "CI failed, stale
+artifacts". With ``hermes-context[semantic]`` the user and assistant prose of
+every stored message, and every compaction summary, is embedded with the
+local memory provider's retrieval encoder (multilingual-e5-small, ``e5``:
+offline, in the wheel) and ``session_search`` fuses the nearest messages with
+the BM25 hits by reciprocal rank (``fuse``). Tool output is left to BM25: it
+is words (paths, errors, identifiers), not meaning.
+
+The vectors live beside the database in ``session_vectors.db`` (state.db,
+which Hermes Agent may share, is never given a table it does not know).
+Indexing is incremental: ``catch_up`` embeds the messages stored since the
+last call, in batches, and can run on a background thread with its own
+connections (``start_background``); a search uses whatever is indexed so
+far. Each vector is stored with a digest of the text it was made from, so a
+message whose text changed, or a state.db replaced by another, is never
+answered from a stale vector (stale rows are re-embedded; a database whose
+ids went backwards starts the sidecar afresh).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..messages import content_text
+from . import connection, layout, views
+from .hits import _POOL_ROWS, Candidate, Scope
+from .rows import MESSAGE_COLUMNS, row_to_message
+
+VECTORS_FILE = "session_vectors.db"
+# Messages embedded per round (one encoder call, one transaction).
+EMBED_BATCH = 32
+# Characters of a message the encoder sees (e5 reads 512 tokens at most).
+TEXT_CHARS = 1_500
+# Reciprocal-rank fusion constant (Cormack, Clarke & Buettcher 2009, the usual 60).
+RRF_K = 60
+# Nearest messages taken per search, before scope filtering, per result wanted.
+NEAREST_PER_RESULT = 20
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vectors (
+    message_id INTEGER PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    vector BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+_NEW_ROWS = (
+    "SELECT m.id, m.session_id, m.is_summary, "
+    + ", ".join("m." + c for c in MESSAGE_COLUMNS)
+    + " FROM hc_messages m WHERE m.id > ? ORDER BY m.id LIMIT ?"
+)
+
+
+def prose_of(role: str, is_summary: bool, message: dict[str, Any]) -> str | None:
+    """The text of a message the semantic half indexes: user/assistant prose and summaries."""
+    if role not in ("user", "assistant") and not is_summary:
+        return None
+    text = content_text(message.get("content")).strip()
+    return text[:TEXT_CHARS] if text else None
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).hexdigest()
+
+
+class SessionVectors:
+    """The sidecar of one state.db: embeddings of its messages' prose.
+
+    Args:
+        db_path: The sessions database; the sidecar is ``session_vectors.db`` beside it.
+        embed: ``embed(texts, query)`` -> unit vectors, one row per text: the
+            composition layer passes ``memory.e5.embed`` (this layer imports no
+            encoder); tests may pass their own.
+    """
+
+    def __init__(self, db_path: str | Path, *, embed: Callable[[Sequence[str], bool], Any]) -> None:
+        self.path = Path(db_path).with_name(VECTORS_FILE)
+        self._embed = embed
+        self._lock = threading.Lock()
+        self._cache: tuple[int, Any, Any, list[str]] | None = None  # (rows, ids, matrix, sids)
+        self._thread: threading.Thread | None = None
+        self._dirty = threading.Event()
+
+    # -- indexing ---------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.executescript(_SCHEMA)
+        return conn
+
+    def pending(self, conn: sqlite3.Connection) -> int:
+        """Messages stored after the last one ``catch_up`` looked at."""
+        with contextlib.closing(self._open()) as side:
+            last = _last_seen(side)
+        return int(
+            conn.execute("SELECT count(*) FROM hc_messages WHERE id > ?", (last,)).fetchone()[0]
+        )
+
+    def catch_up(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        limit: int | None = None,
+        progress: Callable[[int], None] | None = None,
+        stop: threading.Event | None = None,
+    ) -> int:
+        """Embed the prose stored since the last call; return how many messages were embedded.
+
+        Args:
+            conn: A connection to the sessions database (read only here).
+            limit: Look at this many messages at most (``None``: all).
+            progress: Called with the number of messages looked at after each batch.
+            stop: Checked between batches; set it to stop early (the work done is kept).
+        """
+        embedded = looked = 0
+        with self._lock, contextlib.closing(self._open()) as side:
+            newest = conn.execute("SELECT coalesce(max(id), 0) FROM hc_messages").fetchone()[0]
+            while limit is None or looked < limit:
+                if stop is not None and stop.is_set():
+                    break
+                size = EMBED_BATCH if limit is None else min(EMBED_BATCH, limit - looked)
+                # One batch per write transaction, its start re-read inside it: indexers in
+                # other processes (bridge agents, the CLI) wait their turn, never embed twice.
+                side.execute("BEGIN IMMEDIATE")
+                try:
+                    last = _last_seen(side)
+                    if newest < last:  # another database under the same name: start afresh
+                        side.execute("DELETE FROM vectors")
+                        last = 0
+                    rows = conn.execute(_NEW_ROWS, (last, size)).fetchall()
+                    todo = []
+                    for row in rows:
+                        text = prose_of(row[3], bool(row[2]), row_to_message(row[3:]))
+                        if text is not None:
+                            todo.append((row[0], row[1], text))
+                    vectors = self._embed([t for _, _, t in todo], False) if todo else []
+                    side.executemany(
+                        "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)",
+                        [
+                            (mid, sid, _digest(text), _blob(vec))
+                            for (mid, sid, text), vec in zip(todo, vectors, strict=True)
+                        ],
+                    )
+                    if rows:
+                        side.execute(
+                            "INSERT OR REPLACE INTO state VALUES ('last_id', ?)", (rows[-1][0],)
+                        )
+                    side.execute("COMMIT")
+                except BaseException:
+                    side.execute("ROLLBACK")
+                    raise
+                if not rows:
+                    break
+                embedded += len(todo)
+                looked += len(rows)
+                if progress is not None:
+                    progress(looked)
+            self._cache = None
+        return embedded
+
+    def start_background(self, db_path: str | Path, *, stop: threading.Event) -> None:
+        """Run ``catch_up`` on a daemon thread with its own connection.
+
+        One thread at a time: a call while it runs makes it go round once more,
+        so messages stored meanwhile are indexed too.
+        """
+        self._dirty.set()
+        if self._thread is not None and self._thread.is_alive():
+            return
+
+        def work() -> None:
+            with contextlib.suppress(sqlite3.Error, OSError, RuntimeError):
+                with contextlib.closing(connection.connect(Path(db_path), read_only=True)) as conn:
+                    views.install(conn, layout.inspect(conn))
+                    while self._dirty.is_set() and not stop.is_set():
+                        self._dirty.clear()
+                        self.catch_up(conn, stop=stop)
+
+        self._thread = threading.Thread(target=work, name="session-vectors", daemon=True)
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the background indexing to finish (tests, shutdown)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def size(self) -> dict[str, int]:
+        """How many messages are embedded and the sidecar's bytes on disk."""
+        with contextlib.closing(self._open()) as side:
+            count = side.execute("SELECT count(*) FROM vectors").fetchone()[0]
+        files = [self.path, self.path.with_name(self.path.name + "-wal")]
+        return {"vectors": int(count), "bytes": sum(f.stat().st_size for f in files if f.exists())}
+
+    # -- searching ----------------------------------------------------------------
+
+    def nearest(
+        self, conn: sqlite3.Connection, query: str, *, scope: Scope, k: int
+    ) -> list[Candidate]:
+        """The ``k`` indexed messages in ``scope`` nearest in meaning to ``query``, best first."""
+        import numpy as np
+
+        ids, matrix, sids = self._matrix()
+        if not len(ids) or k <= 0 or not query.strip():
+            return []
+        scores = matrix @ self._embed([query], True)[0]
+        take = min(len(ids), k * NEAREST_PER_RESULT)
+        best = np.argpartition(-scores, take - 1)[:take]
+        best = best[np.argsort(-scores[best], kind="stable")]
+        wanted = [int(ids[i]) for i in best]
+        rows = conn.execute(_POOL_ROWS + f"({', '.join('?' * len(wanted))})", wanted).fetchall()
+        by_id = {r[0]: r for r in rows if scope.keeps(r)}
+        fresh = self._fresh(conn, [m for m in wanted if m in by_id])
+        out = []
+        for i in best:
+            mid = int(ids[i])
+            if mid in by_id and mid in fresh:
+                out.append(Candidate(mid, float(scores[i]), sids[i], by_id[mid][3]))
+                if len(out) == k:
+                    break
+        return out
+
+    def _fresh(self, conn: sqlite3.Connection, message_ids: list[int]) -> set[int]:
+        """The ids whose stored digest still matches the message's text."""
+        if not message_ids:
+            return set()
+        marks = ", ".join("?" * len(message_ids))
+        rows = conn.execute(
+            "SELECT m.id, m.is_summary, "
+            + ", ".join("m." + c for c in MESSAGE_COLUMNS)
+            + f" FROM hc_messages m WHERE m.id IN ({marks})",
+            message_ids,
+        ).fetchall()
+        with contextlib.closing(self._open()) as side:
+            stored = dict(
+                side.execute(
+                    f"SELECT message_id, digest FROM vectors WHERE message_id IN ({marks})",
+                    message_ids,
+                )
+            )
+        fresh = set()
+        for row in rows:
+            text = prose_of(row[2], bool(row[1]), row_to_message(row[2:]))
+            if text is not None and stored.get(row[0]) == _digest(text):
+                fresh.add(row[0])
+        return fresh
+
+    def _matrix(self) -> tuple[Any, Any, list[str]]:
+        import numpy as np
+
+        with self._lock, contextlib.closing(self._open()) as side:
+            count = side.execute("SELECT count(*) FROM vectors").fetchone()[0]
+            if self._cache is not None and self._cache[0] == count:
+                return self._cache[1], self._cache[2], self._cache[3]
+            rows = side.execute(
+                "SELECT message_id, session_id, vector FROM vectors ORDER BY message_id"
+            ).fetchall()
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        matrix = (
+            np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+            if rows
+            else np.zeros((0, 0), dtype=np.float32)
+        )
+        sids = [r[1] for r in rows]
+        self._cache = (count, ids, matrix, sids)
+        return ids, matrix, sids
+
+
+def fuse(lexical: Sequence[Candidate], semantic: Sequence[Candidate]) -> list[Candidate]:
+    """One ranking from the BM25 and the semantic candidates, by reciprocal rank (``RRF_K``).
+
+    A message found by both halves gains both terms; the score becomes the
+    fused one (higher is better), ties broken by the newer message.
+    """
+    fused: dict[int, float] = {}
+    first: dict[int, Candidate] = {}
+    for ranking in (lexical, semantic):
+        for rank, c in enumerate(ranking, start=1):
+            fused[c.message_id] = fused.get(c.message_id, 0.0) + 1.0 / (RRF_K + rank)
+            first.setdefault(c.message_id, c)
+    out = [
+        Candidate(mid, score, first[mid].session_id, first[mid].root_session_id)
+        for mid, score in fused.items()
+    ]
+    out.sort(key=lambda c: (-c.score, -c.message_id))
+    return out
+
+
+def _last_seen(side: sqlite3.Connection) -> int:
+    row = side.execute("SELECT value FROM state WHERE key = 'last_id'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _blob(vector: Any) -> bytes:
+    import numpy as np
+
+    return np.asarray(vector, dtype=np.float32).tobytes()
