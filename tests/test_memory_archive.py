@@ -442,3 +442,10 @@ def test_the_agent_gives_archived_entries_to_the_provider_for_recall(hermes_home
     finally:
         provider.shutdown()
     assert old in texts
+
+
+def test_status_still_reads_the_notes_when_the_archive_cannot_be_read(store, hermes_home):
+    store.add("memory", "a note")
+    (hermes_home / "memories" / ARCHIVE_FILENAME).mkdir()
+    status = store.status("memory")
+    assert status["entries"] == ["a note"] and status["archived"] is None

@@ -244,3 +244,20 @@ def test_two_indexers_on_one_database_never_embed_a_message_twice(tmp_path):
         t.join(60)
     assert sorted(results) in ([0, 6], [1, 5], [2, 4], [3, 3]) and sum(results) == 6
     assert len(embedded) == len(set(embedded)) == 6
+
+
+@given(
+    st.lists(st.floats(-1, 1, allow_nan=False, width=32), min_size=1, max_size=64).filter(
+        lambda v: any(abs(x) > 1e-3 for x in v)
+    )
+)
+def test_stored_vectors_keep_every_component_within_half_a_step(values):
+    import numpy as np
+
+    from hermes_context.sessions.semantic import _blob, _unpack
+
+    vector = np.array(values, dtype=np.float32)
+    back = _unpack([_blob(vector)])[0]
+    step = float(np.abs(vector).max()) / 127
+    assert back.shape == vector.shape
+    assert float(np.abs(back - vector).max()) <= step / 2 + 1e-6

@@ -238,8 +238,15 @@ class MemoryStore:
             "blocked": [{"index": i, "pattern_ids": ids} for i, ids in blocked if ids],
             "drift": _drift_reason(text, entries, limit, TARGET_FILENAMES[target]),
             "duplicates": sum(drop_duplicates(parse_entries(text))[1].values()),
-            "archived": len(self.archive.entries(target)),
+            "archived": self._archived_count(target),
         }
+
+    def _archived_count(self, target: str) -> int | None:
+        """How many entries of ``target`` the archive holds (``None``: it cannot be read)."""
+        try:
+            return len(self.archive.entries(target))
+        except StoreError:
+            return None
 
     def drift(self, target: str) -> str | None:
         """Why the file on disk was not written by this tool, or ``None`` when it is clean."""

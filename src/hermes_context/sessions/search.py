@@ -17,7 +17,7 @@ from . import queries
 from .errors import SessionNotFoundError
 from .hits import Candidate, Scope, hydrate, ranked
 from .rows import MESSAGE_COLUMNS, row_to_message
-from .semantic import SessionVectors, fuse
+from .semantic import SEMANTIC_CANDIDATES, SessionVectors, fuse
 from .views import ORDER, ORDER_DESC, POSITION
 
 SORTS = ("newest", "oldest")
@@ -61,7 +61,7 @@ def search(
     scope = Scope(user_id=user_id, excluded=frozenset(excluded))
     found, _ = ranked(conn, query, scope=scope, enough=lambda c: len(c) >= limit, raw=raw)
     if vectors is not None and not raw:
-        found = fuse(found, vectors.nearest(conn, query, scope=scope, k=limit))
+        found = fuse(found, vectors.nearest(conn, query, scope=scope, k=SEMANTIC_CANDIDATES))
     return hydrate(conn, found[:limit], query)
 
 
@@ -143,7 +143,7 @@ def discover(
     found, kind = ranked(conn, query, scope=scope, enough=_enough_roots(limit), raw=raw)
     by_words = {c.message_id for c in found}
     if vectors is not None and not raw:
-        near = vectors.nearest(conn, query, scope=scope, k=limit * HITS_PER_GROUP)
+        near = vectors.nearest(conn, query, scope=scope, k=SEMANTIC_CANDIDATES)
         if near and not found:
             kind = "semantic"
         found = fuse(found, near)
