@@ -39,6 +39,11 @@ from .rows import MESSAGE_COLUMNS, row_to_message
 VECTORS_FILE = "session_vectors.db"
 # Messages embedded per round (one encoder call, one transaction).
 EMBED_BATCH = 32
+# In the background: smaller batches (the encoder is shared: a recall query waits for at
+# most one batch, about 0.2 s) and at most BACKGROUND_MESSAGES per nudge (one agent turn),
+# so a home with a long history is indexed a little after each turn, never in one burst.
+BACKGROUND_BATCH = 8
+BACKGROUND_MESSAGES = 64
 # Characters of a message the encoder sees (e5 reads 512 tokens at most).
 TEXT_CHARS = 1_500
 # A message is embedded after the end of the prose before it in its session: a turn alone
@@ -124,6 +129,7 @@ class SessionVectors:
         limit: int | None = None,
         progress: Callable[[int], None] | None = None,
         stop: threading.Event | None = None,
+        batch: int = EMBED_BATCH,
     ) -> int:
         """Embed the prose stored since the last call; return how many messages were embedded.
 
@@ -132,6 +138,7 @@ class SessionVectors:
             limit: Look at this many messages at most (``None``: all).
             progress: Called with the number of messages looked at after each batch.
             stop: Checked between batches; set it to stop early (the work done is kept).
+            batch: Messages per encoder call and write transaction.
         """
         embedded = looked = 0
         with self._lock, contextlib.closing(self._open()) as side:
@@ -139,7 +146,7 @@ class SessionVectors:
             while limit is None or looked < limit:
                 if stop is not None and stop.is_set():
                     break
-                size = EMBED_BATCH if limit is None else min(EMBED_BATCH, limit - looked)
+                size = batch if limit is None else min(batch, limit - looked)
                 # One batch per write transaction, its start re-read inside it: indexers in
                 # other processes (bridge agents, the CLI) wait their turn, never embed twice.
                 side.execute("BEGIN IMMEDIATE")
@@ -188,8 +195,10 @@ class SessionVectors:
     def start_background(self, db_path: str | Path, *, stop: threading.Event) -> None:
         """Run ``catch_up`` on a daemon thread with its own connection.
 
-        One thread at a time: a call while it runs makes it go round once more,
-        so messages stored meanwhile are indexed too.
+        Each nudge indexes at most ``BACKGROUND_MESSAGES`` messages, oldest
+        first, in batches of ``BACKGROUND_BATCH``. One thread at a time: a call
+        while it runs makes it go round once more, so messages stored
+        meanwhile are indexed too.
         """
         self._dirty.set()
         if self._thread is not None and self._thread.is_alive():
@@ -201,7 +210,9 @@ class SessionVectors:
                     views.install(conn, layout.inspect(conn))
                     while self._dirty.is_set() and not stop.is_set():
                         self._dirty.clear()
-                        self.catch_up(conn, stop=stop)
+                        self.catch_up(
+                            conn, limit=BACKGROUND_MESSAGES, stop=stop, batch=BACKGROUND_BATCH
+                        )
 
         self._thread = threading.Thread(target=work, name="session-vectors", daemon=True)
         self._thread.start()
