@@ -10,8 +10,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from hermes_context import MemoryManager, MemoryProvider, SessionDB
 from hermes_context.agent import AIAgent
@@ -544,48 +542,3 @@ def test_hybrid_is_never_below_its_better_half_when_the_other_is_useless(tmp_pat
         halves = [found(mode, cases, ask) for mode in ("bm25", "embedding")]
         assert found("hybrid", cases, ask) >= max(halves), (kind, halves)
     provider.shutdown()
-
-
-def test_turn_neighbours_stay_inside_a_session_and_among_turns():
-    from hermes_context.providers.local import _turn_neighbours
-
-    rows = [("turn", "s1"), ("turn", "s1"), ("fact", "s1"), ("turn", "s1"), ("turn", "s2")]
-    before, after = _turn_neighbours(rows)
-    assert before.tolist() == [-1, 0, -1, -1, -1]
-    assert after.tolist() == [1, -1, -1, -1, -1]
-
-
-@given(
-    st.lists(st.floats(-5, 5, allow_nan=False, width=32), min_size=2, max_size=30),
-    st.data(),
-)
-def test_neighbour_sharing_lifts_the_turns_beside_a_match_and_keeps_other_orders(scores, data):
-    import numpy as np
-
-    from hermes_context.providers.local import (
-        NEIGHBOUR_SHARE,
-        _turn_neighbours,
-        _with_neighbours,
-    )
-
-    kinds = data.draw(
-        st.lists(st.sampled_from(["turn", "fact"]), min_size=len(scores), max_size=len(scores))
-    )
-    sessions = data.draw(
-        st.lists(st.sampled_from(["a", "b"]), min_size=len(scores), max_size=len(scores))
-    )
-    values = np.array(scores, dtype=np.float32)
-    neighbours = _turn_neighbours(list(zip(kinds, sessions, strict=True)))
-    shared = _with_neighbours(values, neighbours)
-    before, after = neighbours
-    alone = [i for i in range(len(values)) if before[i] < 0 and after[i] < 0]
-    # Items without a neighbouring turn all move by the same amount: their order holds.
-    if alone:
-        shift = shared[alone] - values[alone]
-        assert np.allclose(shift, shift[0], atol=1e-5)
-    for i in range(len(values)):
-        near = [j for j in (before[i], after[i]) if j >= 0]
-        if near:
-            best = max(values[j] for j in near)
-            expected = values[i] + NEIGHBOUR_SHARE * max(best, values.min())
-            assert abs(shared[i] - expected) < 1e-4

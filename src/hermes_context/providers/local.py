@@ -55,12 +55,6 @@ BM25_BONUS = 0.5
 TURN_KIND = "turn"
 TURN_CONTEXT_CHARS = 300
 TURN_BM25_BONUS = 4.0
-# A turn next to a turn that matches is likely part of the same exchange (the question's
-# answer, the answer's question): each turn gains NEIGHBOUR_SHARE of the better score of
-# the turns just before and after it in its session. Chosen on the tuned half of LoCoMo
-# (docs/benchmarks.md): 0.3 of both neighbours lifted hybrid recall@5 from 0.718 to 0.739;
-# the next turn alone, the previous alone, and shares of 0.05-0.5 did less.
-NEIGHBOUR_SHARE = 0.3
 # Name bridging: a question often names a thing the way an item defines it ("the billing
 # service") while the answer names it by its name ("Ledgerly ..."). The names that the
 # question does not use, in the BRIDGE_SOURCES best of the BRIDGE_POOL best items that
@@ -177,8 +171,6 @@ class LocalMemoryProvider(MemoryProvider):
         self._matrix: dict[str, Any] | None = None
         self._matrix_ids: Any = None  # numpy int64 array, ascending
         self._bm25_weights: Any = None  # numpy float32 per item: its BM25 bonus weight
-        # Per item row: the rows of the turns just before and after it in its session (-1: none).
-        self._neighbours: tuple[Any, Any] | None = None
         # Runs the BM25 query while the search thread embeds the question (search()).
         self._lexical: ThreadPoolExecutor | None = None
 
@@ -404,7 +396,6 @@ class LocalMemoryProvider(MemoryProvider):
             scores = self._scores(ids, matrices, queries, lexical)
             if mode == "hybrid":
                 self._bridge(query, ids, scores)
-                scores = _with_neighbours(scores, self._neighbours)
             return self._hits(_best(ids, scores, k))
 
     # -- internals --------------------------------------------------------------
@@ -537,8 +528,7 @@ class LocalMemoryProvider(MemoryProvider):
             rows = (
                 self._db()
                 .execute(
-                    f"SELECT id, kind, session_id, {columns} FROM items WHERE user_id = ? "
-                    "ORDER BY id",
+                    f"SELECT id, kind, {columns} FROM items WHERE user_id = ? ORDER BY id",
                     (self.user_id,),
                 )
                 .fetchall()
@@ -548,14 +538,13 @@ class LocalMemoryProvider(MemoryProvider):
                 [TURN_BM25_BONUS if r[1] == TURN_KIND else BM25_BONUS for r in rows],
                 dtype=np.float32,
             )
-            self._neighbours = _turn_neighbours([(r[1], r[2]) for r in rows])
             self._matrix = {
                 column: (
                     np.vstack([np.frombuffer(r[n], dtype=np.float32) for r in rows])
                     if rows
                     else np.zeros((0, _DIMS[column]), dtype=np.float32)
                 )
-                for n, column in enumerate(self._columns, start=3)
+                for n, column in enumerate(self._columns, start=2)
             }
         return self._matrix_ids, self._matrix
 
@@ -623,34 +612,6 @@ def item_names(text: str) -> list[str]:
         if name[0].isupper() and key not in STOPWORDS and key != "user" and name not in names:
             names.append(name)
     return names
-
-
-def _turn_neighbours(rows: list[tuple[str, str | None]]) -> tuple[Any, Any]:
-    """For ``(kind, session)`` rows in id order: each turn's previous and next turn row (-1)."""
-    import numpy as np
-
-    before = np.full(len(rows), -1, dtype=np.int64)
-    after = np.full(len(rows), -1, dtype=np.int64)
-    for i in range(1, len(rows)):
-        (kind, session), (last_kind, last_session) = rows[i], rows[i - 1]
-        if kind == last_kind == TURN_KIND and session is not None and session == last_session:
-            before[i], after[i - 1] = i - 1, i
-    return before, after
-
-
-def _with_neighbours(scores: Any, neighbours: tuple[Any, Any] | None) -> Any:
-    """``scores`` plus, for each turn, NEIGHBOUR_SHARE of its better neighbour's (if it has one)."""
-    import numpy as np
-
-    if neighbours is None or not len(scores):
-        return scores
-    before, after = neighbours
-    floor = scores.min()
-    near = np.maximum(
-        np.where(before >= 0, scores[before], floor), np.where(after >= 0, scores[after], floor)
-    )
-    has = (before >= 0) | (after >= 0)
-    return scores + np.where(has, NEIGHBOUR_SHARE * near, NEIGHBOUR_SHARE * floor)
 
 
 def _rows_of(ids: Any, item_ids: list[int]) -> tuple[Any, Any]:
