@@ -141,8 +141,8 @@ class SessionVectors:
             batch: Messages per encoder call and write transaction.
         """
         embedded = looked = 0
+        newest_sql = "SELECT coalesce(max(id), 0) FROM hc_messages"
         with self._lock, contextlib.closing(self._open()) as side:
-            newest = conn.execute("SELECT coalesce(max(id), 0) FROM hc_messages").fetchone()[0]
             while limit is None or looked < limit:
                 if stop is not None and stop.is_set():
                     break
@@ -152,6 +152,9 @@ class SessionVectors:
                 side.execute("BEGIN IMMEDIATE")
                 try:
                     last = _last_seen(side)
+                    # Read inside the transaction: another indexer may have gone past what
+                    # this one saw earlier, which is not a replaced database.
+                    newest = conn.execute(newest_sql).fetchone()[0]
                     if newest < last:  # another database under the same name: start afresh
                         side.execute("DELETE FROM vectors")
                         last = 0
