@@ -261,3 +261,20 @@ def test_stored_vectors_keep_every_component_within_half_a_step(values):
     step = float(np.abs(vector).max()) / 127
     assert back.shape == vector.shape
     assert float(np.abs(back - vector).max()) <= step / 2 + 1e-6
+
+
+@needs_e5
+def test_an_unusable_vectors_file_is_a_one_line_store_error(tmp_path, hermes_home):
+    from click.testing import CliRunner
+
+    from hermes_context.cli.main import cli
+
+    db, _ = _db(hermes_home)
+    db.close()
+    (hermes_home / VECTORS_FILE).mkdir()  # a folder where the file should be
+    result = CliRunner().invoke(cli, ["sessions", "search", QUERY, "--semantic"])
+    assert result.exit_code == 6, result.output
+    assert result.stderr.startswith("error: cannot use the semantic search index")
+    assert "Traceback" not in result.output
+    plain = CliRunner().invoke(cli, ["sessions", "search", "standup"])
+    assert plain.exit_code == 0 and "standup" in plain.stdout

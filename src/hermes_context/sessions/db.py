@@ -17,7 +17,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -69,6 +69,20 @@ def _ensure_temporary_index(conn: sqlite3.Connection) -> None:
     ).fetchone()
     if found is None:
         indexing.build_temporary_index(conn, FTS_TOKENIZER)
+
+
+@contextlib.contextmanager
+def _sidecar_errors(vectors: SessionVectors) -> Iterator[None]:
+    """The vectors file's SQLite and OS errors as a ``StoreError`` naming it and the fix."""
+    try:
+        yield
+    except (sqlite3.Error, OSError) as exc:
+        raise StoreError(
+            f"cannot use the semantic search index {vectors.path}: {exc}; check that the "
+            "folder is writable and the path is a file (or search without --semantic)",
+            path=str(vectors.path),
+            reason="store",
+        ) from None
 
 
 class SessionDB:
@@ -704,15 +718,24 @@ class SessionDB:
 
         Raises:
             ValueError: ``use_semantic`` was not called.
+            StoreError: the vectors file cannot be opened or written.
         """
         vectors = self._require_vectors()
+        with _sidecar_errors(vectors):
+            vectors.check()
         return self._read(lambda c: vectors.catch_up(c, limit=limit, progress=progress))
 
     def semantic_backlog(self) -> int:
-        """Messages stored since the last indexing (0 without ``use_semantic``)."""
+        """Messages stored since the last indexing (0 without ``use_semantic``).
+
+        Raises:
+            StoreError: the vectors file cannot be opened or written.
+        """
         if self.vectors is None:
             return 0
         vectors = self.vectors
+        with _sidecar_errors(vectors):
+            vectors.check()
         return self._read(vectors.pending)
 
     def index_semantic_in_background(self) -> None:

@@ -114,6 +114,15 @@ class SessionVectors:
         conn.executescript(_SCHEMA)
         return conn
 
+    def check(self) -> None:
+        """Open the vectors file (creating it) and close it again.
+
+        Raises:
+            sqlite3.Error, OSError: it cannot be opened or written.
+        """
+        with contextlib.closing(self._open()):
+            pass
+
     def pending(self, conn: sqlite3.Connection) -> int:
         """Messages stored after the last one ``catch_up`` looked at."""
         with contextlib.closing(self._open()) as side:
