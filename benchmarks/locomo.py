@@ -25,12 +25,14 @@ Exit status 1 when hybrid is under ``GOAL`` recall@5 overall or under BM25 on a 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import statistics
 import tempfile
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,57 +118,58 @@ def score(conv_id: str, conv: dict[str, Any], mode: str, template: Path | None) 
     return {"rows": rows, "latencies": latencies, "load_s": load_s, "items": len(items)}
 
 
-class _Mem0Store:
-    """mem0 on the same items (no LLM extraction), embedding with USE through a local server.
+@contextlib.contextmanager
+def mem0_provider(user_id: str = USER) -> Iterator[Any]:
+    """mem0 on the items as they are (no LLM extraction), embedding with USE through a local server.
 
     mem0 asks an OpenAI-compatible ``/v1/embeddings`` endpoint; a scripted server on
     127.0.0.1 answers it with the universal sentence encoder (hybrid's first encoder),
-    so mem0's own vector store and ranking are what is measured.
+    so mem0's own vector store and ranking are what is measured. Also used by
+    ``recall.py`` for its own sets.
     """
+    from hermes_context import load_config
+    from hermes_context.llm.testing import Reply, ScriptedLLMServer
+    from hermes_context.memory.semantic import embed
+    from hermes_context.providers.mem0 import Mem0Provider
 
-    def __enter__(self) -> _Mem0Store:
-        from hermes_context import load_config
-        from hermes_context.llm.testing import Reply, ScriptedLLMServer
-        from hermes_context.memory.semantic import embed
-        from hermes_context.providers.mem0 import Mem0Provider
-
-        self._tmp = tempfile.TemporaryDirectory()
-        self._server = ScriptedLLMServer(
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        # Thousands of items are thousands of embedding requests: longer than the default lifetime.
+        ScriptedLLMServer(
             embedder=lambda texts: [list(map(float, v)) for v in embed(texts)],
             responder=lambda body: Reply.text("{}"),
             lifetime=3_600,
-        ).__enter__()
-        home = Path(self._tmp.name)
+        ) as server,
+    ):
+        home = Path(tmp)
         (home / "config.yaml").write_text(
-            f"model:\n  base_url: {self._server.base_url}\n  name: none\n"
+            f"model:\n  base_url: {server.base_url}\n  name: none\n"
             "memory:\n  embedding_model: use-multilingual\n  embedding_dims: 512\n",
             encoding="utf-8",
         )
-        self.provider = Mem0Provider(infer=False)
-        self.provider.initialize(
-            "locomo", user_id=USER, hermes_home=home, config=load_config(hermes_home=home)
+        provider = Mem0Provider(infer=False)
+        provider.initialize(
+            "bench", user_id=user_id, hermes_home=home, config=load_config(hermes_home=home)
         )
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.provider.shutdown()
-        self._server.__exit__(None, None, None)
-        self._tmp.cleanup()
+        try:
+            yield provider
+        finally:
+            provider.shutdown()
 
 
 def score_mem0(conv: dict[str, Any]) -> dict[str, Any]:
     """``score`` for mem0: the same turns (one store per conversation), the same questions."""
     items = turns(conv)
     questions = [q for q in conv["qa"] if q.get("category") in CATEGORIES]
-    with _Mem0Store() as store:
+    with mem0_provider() as provider:
         start = time.perf_counter()
         for dia, text, _ in items:
-            store.provider.add_text(text, metadata={"dia": dia})
+            provider.add_text(text, metadata={"dia": dia})
         load_s = time.perf_counter() - start
         rows, latencies = [], []
         for q in questions:
             start = time.perf_counter()
-            found = store.provider.search(q["question"], k=10)
+            found = provider.search(q["question"], k=10)
             latencies.append((time.perf_counter() - start) * 1000)
             dias = [(r.get("metadata") or {}).get("dia") for r in found]
             evidence = set(q["evidence"])

@@ -193,36 +193,10 @@ def _measure(path: Path, mode: str, data: dict) -> tuple[float, dict[str, Any]]:
 
 
 def run_mem0(data: dict, filler_count: int) -> dict[str, Any]:
-    """mem0 (no LLM extraction: the items as they are) on one of hybrid's encoders.
+    """mem0 (no LLM extraction: the items as they are) on one of hybrid's encoders."""
+    from locomo import mem0_provider
 
-    mem0 asks an OpenAI-compatible ``/v1/embeddings`` endpoint; a local scripted
-    server answers it with the universal sentence encoder.
-    """
-    from hermes_context import load_config
-    from hermes_context.llm.testing import Reply, ScriptedLLMServer
-    from hermes_context.memory.semantic import embed
-    from hermes_context.providers.mem0 import Mem0Provider
-
-    def embedder(texts: list[str]) -> list[list[float]]:
-        return [list(map(float, v)) for v in embed(texts)]
-
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        # 10,000 filler items are 10,000 embedding requests: longer than the default lifetime.
-        ScriptedLLMServer(
-            embedder=embedder, responder=lambda body: Reply.text("{}"), lifetime=3_600
-        ) as server,
-    ):
-        home = Path(tmp)
-        (home / "config.yaml").write_text(
-            f"model:\n  base_url: {server.base_url}\n  name: none\n"
-            "memory:\n  embedding_model: use-multilingual\n  embedding_dims: 512\n",
-            encoding="utf-8",
-        )
-        provider = Mem0Provider(infer=False)
-        provider.initialize(
-            "bench", user_id="u", hermes_home=home, config=load_config(hermes_home=home)
-        )
+    with mem0_provider("u") as provider:
         start = time.perf_counter()
         for item in data["items"]:
             provider.add_text(item["text"], metadata={"item": item["id"]})
@@ -237,7 +211,6 @@ def run_mem0(data: dict, filler_count: int) -> dict[str, Any]:
             provider.add_text(text, metadata={"item": "filler"})
         fill_s = time.perf_counter() - start
         large = ask(search, data["questions"])
-        provider.shutdown()
     return {
         "items": len(data["items"]),
         "load_s": load_s,

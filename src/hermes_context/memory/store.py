@@ -666,6 +666,7 @@ class MemoryStore:
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             return failure(f"'limit' must be a whole number >= 1 (got {limit!r}).", "invalid")
         found: list[tuple[str, dict[str, Any]]] = []  # (raw text to rank, result to show)
+        archived = self.archive.entries()
         for name in (target,) if target else TARGETS:
             live = self._read(name)[1]
             shown = self.withheld(live, written_by=session_id)
@@ -673,7 +674,7 @@ class MemoryStore:
                 (raw, {"target": name, "content": text, "archived": False})
                 for raw, text in zip(live, shown, strict=True)
             ]
-            old = self.archive.entries(name)
+            old = [e for e in archived if e.target == name]
             marked = self.withheld([e.content for e in old], written_by=session_id)
             found += [
                 (

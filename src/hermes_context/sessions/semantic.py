@@ -33,7 +33,7 @@ from typing import Any
 
 from ..messages import content_text
 from . import connection, layout, views
-from .hits import _POOL_ROWS, Candidate, Scope
+from .hits import Candidate, Scope
 from .rows import MESSAGE_COLUMNS, row_to_message
 
 VECTORS_FILE = "session_vectors.db"
@@ -101,8 +101,8 @@ class SessionVectors:
         self.path = Path(db_path).with_name(VECTORS_FILE)
         self._embed = embed
         self._lock = threading.Lock()
-        # (row count and id sum, ids, matrix, session ids) of the vectors last read.
-        self._cache: tuple[tuple[int, ...], Any, Any, list[str]] | None = None
+        # (row count and id sum, what ``_matrix`` returns) of the vectors last read.
+        self._cache: tuple[tuple[int, ...], tuple[Any, Any, list[str], list[str]]] | None = None
         self._thread: threading.Thread | None = None
         self._dirty = threading.Event()
 
@@ -249,7 +249,7 @@ class SessionVectors:
         """The ``k`` indexed messages in ``scope`` nearest in meaning to ``query``, best first."""
         import numpy as np
 
-        ids, matrix, sids = self._matrix()
+        ids, matrix, sids, digests = self._matrix()
         if not len(ids) or k <= 0 or not query.strip():
             return []
         scores = matrix @ self._embed([query], True)[0]
@@ -257,59 +257,39 @@ class SessionVectors:
         best = np.argpartition(-scores, take - 1)[:take]
         best = best[np.argsort(-scores[best], kind="stable")]
         wanted = [int(ids[i]) for i in best]
-        rows = conn.execute(_POOL_ROWS + f"({', '.join('?' * len(wanted))})", wanted).fetchall()
-        by_id = {r[0]: r for r in rows if scope.keeps(r)}
-        fresh = self._fresh(conn, [m for m in wanted if m in by_id])
+        rows = conn.execute(_NEAREST_ROWS + f"({', '.join('?' * len(wanted))})", wanted)
+        # In scope, and still the text the vector was made from (see the module docstring).
+        current = {
+            r[0]: (r[3], _digest(text))
+            for r in rows
+            if scope.keeps(r)
+            and (text := prose_of(r[6], bool(r[5]), row_to_message(r[6:]))) is not None
+        }
         out = []
         for i in best:
-            mid = int(ids[i])
-            if mid in by_id and mid in fresh:
-                out.append(Candidate(mid, float(scores[i]), sids[i], by_id[mid][3]))
+            found = current.get(int(ids[i]))
+            if found is not None and found[1] == digests[i]:
+                out.append(Candidate(int(ids[i]), float(scores[i]), sids[i], found[0]))
                 if len(out) == k:
                     break
         return out
 
-    def _fresh(self, conn: sqlite3.Connection, message_ids: list[int]) -> set[int]:
-        """The ids whose stored digest still matches the message's text."""
-        if not message_ids:
-            return set()
-        marks = ", ".join("?" * len(message_ids))
-        rows = conn.execute(
-            "SELECT m.id, m.is_summary, "
-            + ", ".join("m." + c for c in MESSAGE_COLUMNS)
-            + f" FROM hc_messages m WHERE m.id IN ({marks})",
-            message_ids,
-        ).fetchall()
-        with contextlib.closing(self._open()) as side:
-            stored = dict(
-                side.execute(
-                    f"SELECT message_id, digest FROM vectors WHERE message_id IN ({marks})",
-                    message_ids,
-                )
-            )
-        fresh = set()
-        for row in rows:
-            text = prose_of(row[2], bool(row[1]), row_to_message(row[2:]))
-            if text is not None and stored.get(row[0]) == _digest(text):
-                fresh.add(row[0])
-        return fresh
-
-    def _matrix(self) -> tuple[Any, Any, list[str]]:
+    def _matrix(self) -> tuple[Any, Any, list[str], list[str]]:
+        """The stored vectors: ids, matrix, session ids and text digests (cached until they change)."""
         import numpy as np
 
         with self._lock, contextlib.closing(self._open()) as side:
             key = side.execute("SELECT count(*), coalesce(sum(message_id), 0) FROM vectors")
             state = tuple(key.fetchone())
             if self._cache is not None and self._cache[0] == state:
-                return self._cache[1], self._cache[2], self._cache[3]
+                return self._cache[1]
             rows = side.execute(
-                "SELECT message_id, session_id, vector FROM vectors ORDER BY message_id"
+                "SELECT message_id, session_id, digest, vector FROM vectors ORDER BY message_id"
             ).fetchall()
         ids = np.array([r[0] for r in rows], dtype=np.int64)
-        matrix = _unpack([r[2] for r in rows])
-        sids = [r[1] for r in rows]
-        self._cache = (state, ids, matrix, sids)
-        return ids, matrix, sids
+        loaded = (ids, _unpack([r[3] for r in rows]), [r[1] for r in rows], [r[2] for r in rows])
+        self._cache = (state, loaded)
+        return loaded
 
 
 def fuse(lexical: Sequence[Candidate], semantic: Sequence[Candidate]) -> list[Candidate]:
@@ -332,6 +312,12 @@ def fuse(lexical: Sequence[Candidate], semantic: Sequence[Candidate]) -> list[Ca
     return out
 
 
+# A candidate's scope columns (as ``Scope.keeps`` reads them), then what its text is made of.
+_NEAREST_ROWS = (
+    "SELECT m.id, m.session_id, m.compacted, s.root_session_id, s.user_id, m.is_summary, "
+    + ", ".join("m." + c for c in MESSAGE_COLUMNS)
+    + " FROM hc_messages m JOIN hc_sessions s ON s.id = m.session_id WHERE m.id IN "
+)
 _BEFORE = (
     "SELECT m.is_summary, "
     + ", ".join("m." + c for c in MESSAGE_COLUMNS)
