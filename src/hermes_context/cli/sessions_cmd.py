@@ -24,7 +24,7 @@ from ..config import resolve_hermes_home
 from ..errors import InputFileError, InvalidMessagesError, StoreError
 from ..memory import e5
 from ..messages import content_text
-from ..sessions import DB_FILENAME, SearchQueryError, SessionDB, SessionNotFoundError
+from ..sessions import DB_FILENAME, SearchQueryError, SessionDB, SessionNotFoundError, foreign
 from ._common import (
     EXIT_USAGE,
     BadArgumentError,
@@ -35,17 +35,15 @@ from ._common import (
     stderr_console,
     stdout_console,
 )
+from ._text import visible as _visible
 from .message_files import read_messages
+from .sessions_import import import_transcripts
 
 F = TypeVar("F", bound=Callable[..., Any])
 # Characters of a message shown per table row; `show --json` or `export` give all.
 PREVIEW_CHARS = 100
 # Most sessions one `list` prints; also keeps the number inside SQLite's integer range.
 MAX_LIST_LIMIT = 100_000
-# Characters that would act on the terminal instead of being shown: C0 controls
-# but newline and tab, DEL, C1 controls, bidi overrides/isolates, lone surrogates.
-_HIDDEN_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-_NAMED_ESCAPES = {"\r": "\\r", "\x0b": "\\v", "\x0c": "\\f"}
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 user_option = click.option(
@@ -75,18 +73,6 @@ def _open(hermes_home: str | None) -> SessionDB:
 
 def _when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts)) if ts else ""
-
-
-def _escape(match: re.Match[str]) -> str:
-    ch = match.group()
-    if ch in _NAMED_ESCAPES:
-        return _NAMED_ESCAPES[ch]
-    return f"\\x{ord(ch):02x}" if ord(ch) <= 0xFF else f"\\u{ord(ch):04x}"
-
-
-def _visible(text: str | None) -> str:
-    """Stored text as it may reach a terminal: controls shown as escapes (``\\r``, ``\\x1b``)."""
-    return _HIDDEN_RE.sub(_escape, text or "")
 
 
 def _line(text: str) -> str:
@@ -405,41 +391,103 @@ def _write_atomically(path: Path, chunks: Iterator[str]) -> None:
 
 
 @sessions.command("import")
-@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("path", metavar="[FILE|PATH]", required=False, type=click.Path(path_type=Path))
+@click.option(
+    "--from",
+    "fmt",
+    metavar="FORMAT",
+    default=None,
+    help="Import another agent's history instead: claude-code (default PATH "
+    "~/.claude/projects), codex (~/.codex/sessions), hermes (PATH of a Hermes home) or "
+    "openai-jsonl (FILE of JSON lines). Run it again to add only what is new.",
+)
 @click.option(
     "--from-hermes",
     "hermes_path",
     type=click.Path(path_type=Path),
     default=None,
-    help="Copy every session of a Hermes home (or its state.db) instead; run it again to "
-    "copy what is new.",
+    help="Same as --from hermes PATH: copy every session of a Hermes home (or its state.db).",
 )
 @click.option("--title", default=None, help="Session title (default: the file name).")
-@click.option("--source", default="import", show_default=True)
+@click.option("--source", default=None, help="Session source of a FILE import [default: import]")
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="With --from: keep importing as the transcripts grow, until Ctrl-C.",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(0.01, 3600),
+    default=2.0,
+    show_default=True,
+    help="Seconds between two looks with --watch.",
+)
+@click.option("--max-polls", type=click.IntRange(1), default=None, hidden=True)
 @user_option
 @home_option
 @json_option
 @handle_errors
 def import_cmd(
-    file: Path | None,
+    path: Path | None,
+    fmt: str | None,
     hermes_path: Path | None,
     title: str | None,
-    source: str,
+    source: str | None,
+    watch: bool,
+    interval: float,
+    max_polls: int | None,
     user_id: str | None,
     hermes_home: str | None,
     as_json: bool,
 ) -> None:
-    """Import a message file (JSON array, JSONL, or {"messages": [...]}) as a new session,
-    or the sessions of a Hermes home (--from-hermes PATH)."""
-    if (file is None) == (hermes_path is None):
-        raise BadArgumentError("give a message FILE or --from-hermes PATH (one of them)")
+    """Import a message FILE (JSON array, JSONL, or {"messages": [...]}) as a new session,
+    or another agent's history with --from FORMAT [PATH] (see docs/importing.md)."""
     if hermes_path is not None:
-        _import_hermes(hermes_path, hermes_home, as_json)
+        if fmt is not None or path is not None:
+            raise BadArgumentError("give --from-hermes PATH alone (or --from hermes PATH)")
+        fmt, path = "hermes", hermes_path
+    if fmt is None:
+        if watch:
+            raise BadArgumentError("--watch needs --from FORMAT (a transcript that grows)")
+        if path is None:
+            raise BadArgumentError("give a message FILE, or --from FORMAT [PATH]")
+        if not path.is_file():
+            raise BadArgumentError(f"{path}: no such file")
+        _import_file(path, title, source or "import", user_id, hermes_home, as_json)
         return
-    assert file is not None
-    if not file.is_file():
-        raise BadArgumentError(f"{file}: no such file")
-    _import_file(file, title, source, user_id, hermes_home, as_json)
+    _import_from(
+        fmt, path, title, source, watch, interval, max_polls, user_id, hermes_home, as_json
+    )
+
+
+def _import_from(
+    fmt: str,
+    path: Path | None,
+    title: str | None,
+    source: str | None,
+    watch: bool,
+    interval: float,
+    max_polls: int | None,
+    user_id: str | None,
+    hermes_home: str | None,
+    as_json: bool,
+) -> None:
+    known = (*foreign.FOREIGN_FORMATS, "hermes")
+    if fmt not in known:
+        raise BadArgumentError(f"unknown format {fmt!r} for --from: use one of {', '.join(known)}")
+    if title is not None or source is not None:
+        raise BadArgumentError("--title and --source are for a message FILE, not --from")
+    if fmt != "hermes":
+        import_transcripts(
+            fmt, path, user_id=user_id, hermes_home=hermes_home, as_json=as_json, watch=watch,
+            interval=interval, max_polls=max_polls,
+        )  # fmt: skip
+        return
+    if watch:
+        raise BadArgumentError("--watch works with --from claude-code, codex or openai-jsonl")
+    if path is None:
+        raise BadArgumentError("--from hermes needs the PATH of a Hermes home (or its state.db)")
+    _import_hermes(path, hermes_home, as_json)
 
 
 def _import_hermes(path: Path, hermes_home: str | None, as_json: bool) -> None:

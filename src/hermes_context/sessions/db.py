@@ -23,8 +23,20 @@ from typing import Any, TypeVar
 
 from ..config import resolve_hermes_home
 from ..errors import StoreError
-from . import compaction, connection, importing, indexing, layout, queries, search, views
+from . import (
+    compaction,
+    connection,
+    foreign,
+    foreign_sync,
+    importing,
+    indexing,
+    layout,
+    queries,
+    search,
+    views,
+)
 from .fts import FTS_TOKENIZER
+from .hits import Within
 from .migrations import check_not_newer, check_readable, migrate
 from .semantic import SessionVectors
 
@@ -629,6 +641,7 @@ class SessionDB:
         user_id: str | None = None,
         raw: bool = False,
         semantic: bool = False,
+        within: Within | None = None,
     ) -> list[dict[str, Any]]:
         """Best-ranked messages matching ``query`` (content, tool output, tool arguments).
 
@@ -646,6 +659,7 @@ class SessionDB:
                 ``raw``). Off by default here: the messages nearest in meaning
                 always exist, so a search a person runs would never say "no
                 matches". The ``session_search`` tool uses it whenever it is on.
+            within: Only sessions of these sources, messages of this time range.
 
         Raises:
             SearchQueryError: a raw query is malformed.
@@ -661,6 +675,7 @@ class SessionDB:
                 user_id=user_id,
                 raw=raw,
                 vectors=self.vectors if semantic else None,
+                within=within,
             )
         )
 
@@ -676,8 +691,13 @@ class SessionDB:
         current_session_id: str | None = None,
         user_id: str | None = None,
         raw: bool = False,
+        within: Within | None = None,
+        offset: int = 0,
     ) -> dict[str, Any]:
         """The ``session_search`` tool: discover, scroll, read or browse (see ``search``).
+
+        ``within`` narrows discover and browse to sources and a time range;
+        ``offset`` skips that many conversations (paging, at most 90).
 
         Discover ranks by meaning too once ``use_semantic`` was called; hits only
         the semantic half found are marked (``match: "semantic"`` when no word matched).
@@ -697,6 +717,8 @@ class SessionDB:
                 user_id=user_id,
                 raw=raw,
                 vectors=self.vectors,
+                within=within,
+                offset=offset,
             )
         )
 
@@ -758,3 +780,34 @@ class SessionDB:
     def rebuild_search_index(self) -> int:
         """Recompute every message's search text and rebuild the index; return the rows indexed."""
         return self._write(indexing.rebuild_index)
+
+    # -- other agents' transcripts ---------------------------------------------
+
+    def import_foreign(
+        self, parsed: foreign.ParsedFile, *, mtime: float = 0.0, user_id: str | None = None
+    ) -> foreign_sync.ForeignImportReport:
+        """Store the sessions read from one transcript file, in one transaction; idempotent.
+
+        A session is stored under its key (``claude-code:<id>``); importing
+        the file again adds only what is new (see ``foreign_sync``).
+
+        Args:
+            parsed: What ``foreign.parse_file`` read.
+            mtime: The file's modification time when it was read (``foreign_import_marks``).
+            user_id: Owner of the sessions created; another user's session is left alone.
+
+        Raises:
+            InvalidMessagesError: a message cannot be stored (nothing of the file is).
+        """
+        return self._write(
+            lambda c: foreign_sync.store_file(
+                c, parsed, mtime=mtime, user_id=user_id, path=str(self.path)
+            )
+        )
+
+    def foreign_import_marks(self) -> dict[str, foreign_sync.FileMark]:
+        """Transcript files imported so far -> size and time when last read, and sessions.
+
+        A file whose size and time still match has nothing new to import.
+        """
+        return self._read(foreign_sync.file_marks)

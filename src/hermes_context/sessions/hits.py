@@ -45,8 +45,8 @@ _POOL = (
     "ORDER BY rowid DESC LIMIT ?"
 )
 _POOL_ROWS = (
-    "SELECT m.id, m.session_id, m.compacted, s.root_session_id, s.user_id, "
-    "coalesce(m.search_text, m.content, '') FROM hc_messages m "
+    "SELECT m.id, m.session_id, m.compacted, s.root_session_id, s.user_id, s.source, "
+    "m.timestamp, coalesce(m.search_text, m.content, '') FROM hc_messages m "
     "JOIN hc_sessions s ON s.id = m.session_id WHERE m.id IN "
 )
 _DETAILS = (
@@ -76,20 +76,54 @@ class Scope:
         excluded: Sessions whose uncompacted messages are left out (the
             current conversation and what it was rotated from).
         only: When set, only these sessions.
+        sources: When set, only sessions whose ``source`` (the agent or front
+            end that wrote them: ``cli``, ``bridge``, ``claude-code``...) is one of these.
+        since: Only messages written at or after this time (epoch seconds).
+        until: Only messages written before this time (epoch seconds).
     """
 
     user_id: str | None = None
     excluded: Collection[str] = ()
     only: Collection[str] | None = None
+    sources: Collection[str] | None = None
+    since: float | None = None
+    until: float | None = None
 
     def keeps(self, row: Sequence[Any]) -> bool:
-        """Whether a ``_POOL_ROWS`` row is in scope."""
-        _, session_id, compacted, _, user_id = row[:5]
+        """Whether a row is in scope: its first seven columns are ``_POOL_ROWS``'s
+        (id, session, compacted, root, user, source, timestamp)."""
+        _, session_id, compacted, _, user_id, source, timestamp = row[:7]
         if self.user_id is not None and user_id != self.user_id:
             return False
         if self.only is not None and session_id not in self.only:
             return False
+        if self.sources is not None and source not in self.sources:
+            return False
+        if self.since is not None and (timestamp is None or timestamp < self.since):
+            return False
+        if self.until is not None and (timestamp is None or timestamp >= self.until):
+            return False
         return not (session_id in self.excluded and not compacted)
+
+
+@dataclass(frozen=True)
+class Within:
+    """What a caller narrows a search to: the sessions' sources and a time range.
+
+    Attributes:
+        sources: Only sessions written by these (``cli``, ``bridge``,
+            ``claude-code``, ``codex``...); None: all.
+        since: Only messages written at or after this time (epoch seconds).
+        until: Only messages written before this time (epoch seconds).
+    """
+
+    sources: frozenset[str] | None = None
+    since: float | None = None
+    until: float | None = None
+
+    def scope(self, **kwargs: Any) -> Scope:
+        """A ``Scope`` with these filters and ``kwargs`` (user, excluded, only)."""
+        return Scope(sources=self.sources, since=self.since, until=self.until, **kwargs)
 
 
 def _expressions(query: str, raw: bool) -> list[tuple[str, str]]:

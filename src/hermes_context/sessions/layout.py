@@ -21,6 +21,8 @@ SEARCH_COLUMN = "body"
 HERMES_VERSION_TABLE = "schema_version"
 # Our log of applied migrations.
 MIGRATIONS_TABLE = "schema_migrations"
+# Where each session imported from another agent's transcripts stands (``foreign_sync``).
+FOREIGN_IMPORTS_TABLE = "foreign_imports"
 # Tokenizers every SQLite with FTS5 has; anything else must be loaded into the process.
 BUILTIN_TOKENIZERS = ("unicode61", "ascii", "porter", "trigram")
 _USING_FTS5_RE = re.compile(r"\bUSING\s+fts5\s*\(", re.IGNORECASE)

@@ -25,7 +25,14 @@ from ..errors import StoreError
 from . import schema
 from .fts import FTS_TOKENIZER
 from .indexing import recompute_search_text
-from .layout import MIGRATIONS_TABLE, SEARCH_COLUMN, SEARCH_TABLE, Layout, inspect
+from .layout import (
+    FOREIGN_IMPORTS_TABLE,
+    MIGRATIONS_TABLE,
+    SEARCH_COLUMN,
+    SEARCH_TABLE,
+    Layout,
+    inspect,
+)
 
 
 @dataclass(frozen=True)
@@ -202,11 +209,42 @@ def _recompute(conn: sqlite3.Connection, layout: Layout) -> int:
     return recompute_search_text(conn, only_own=True)
 
 
+# What each session imported from another agent's transcript was built from
+# (``foreign_sync``): the file, how much of it was read, how many of its
+# messages are stored for good and which rows stand for its still-open last
+# turn, so importing again adds only what is new.
+_FOREIGN_IMPORTS = f"""
+CREATE TABLE {FOREIGN_IMPORTS_TABLE} (
+    session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+    format TEXT NOT NULL,
+    path TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime REAL NOT NULL,
+    messages INTEGER NOT NULL,
+    provisional TEXT NOT NULL DEFAULT '[]',
+    compactions INTEGER NOT NULL DEFAULT 0,
+    last_hash TEXT,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX idx_{FOREIGN_IMPORTS_TABLE}_path ON {FOREIGN_IMPORTS_TABLE}(path);
+"""
+
+
+def _foreign_imports_needed(layout: Layout) -> bool:
+    return not layout.has(FOREIGN_IMPORTS_TABLE)
+
+
+def _foreign_imports(conn: sqlite3.Connection, layout: Layout) -> None:
+    for statement in split_statements(_FOREIGN_IMPORTS):
+        conn.execute(statement)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions_and_messages", _tables_needed, _tables),
     Migration(2, "messages_fts", _search_needed, _search_index),
     Migration(3, "compactions_and_lineage", _lineage_needed, _lineage),
     Migration(4, "search_text_decoded_and_folded", _recompute_needed, _recompute),
+    Migration(5, "foreign_imports", _foreign_imports_needed, _foreign_imports),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

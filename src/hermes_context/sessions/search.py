@@ -15,7 +15,7 @@ from typing import Any
 from ..messages import content_text
 from . import queries
 from .errors import SessionNotFoundError
-from .hits import Candidate, Scope, hydrate, ranked
+from .hits import Candidate, Within, hydrate, ranked
 from .rows import MESSAGE_COLUMNS, row_to_message
 from .semantic import SEMANTIC_CANDIDATES, SessionVectors, fuse
 from .views import ORDER, ORDER_DESC, POSITION
@@ -25,6 +25,7 @@ DEFAULT_LIMIT = 3
 MAX_LIMIT = 10  # results an agent gets at once; more floods its context
 DEFAULT_WINDOW = 5
 MAX_WINDOW = 20
+MAX_OFFSET = 90  # conversations a caller may page past: ten pages of the largest limit
 HITS_PER_GROUP = 3  # hits shown per conversation in discover mode
 READ_HEAD = 20  # a long session is read as its first READ_HEAD ...
 READ_TAIL = 10  # ... and last READ_TAIL messages
@@ -54,11 +55,12 @@ def search(
     user_id: str | None = None,
     raw: bool = False,
     vectors: SessionVectors | None = None,
+    within: Within | None = None,
 ) -> list[dict[str, Any]]:
     """Best-ranked matching messages (see ``SessionDB.search``)."""
     queries.check_limit(limit)
     excluded = queries.ancestors(conn, exclude_session_id) if exclude_session_id else []
-    scope = Scope(user_id=user_id, excluded=frozenset(excluded))
+    scope = (within or Within()).scope(user_id=user_id, excluded=frozenset(excluded))
     found, _ = ranked(conn, query, scope=scope, enough=lambda c: len(c) >= limit, raw=raw)
     if vectors is not None and not raw:
         found = fuse(found, vectors.nearest(conn, query, scope=scope, k=SEMANTIC_CANDIDATES))
@@ -128,26 +130,34 @@ def discover(
     user_id: str | None,
     raw: bool = False,
     vectors: SessionVectors | None = None,
+    within: Within | None = None,
+    offset: int = 0,
 ) -> dict[str, Any]:
     """Discover mode: ranked hits grouped by lineage root, the current context excluded.
 
     With ``vectors`` the messages nearest in meaning are fused with the BM25
     hits (``semantic.fuse``); ``match`` says ``semantic`` when only they matched.
+    ``offset`` skips that many of the best conversations (to page on).
     """
     only = None
     if session_id is not None:
         queries.require_session(conn, session_id, user_id=user_id)
         only = frozenset(queries.ancestors(conn, session_id))
     excluded = queries.ancestors(conn, current_session_id) if current_session_id else []
-    scope = Scope(user_id=user_id, excluded=frozenset(excluded), only=only)
-    found, kind = ranked(conn, query, scope=scope, enough=_enough_roots(limit), raw=raw)
+    scope = (within or Within()).scope(user_id=user_id, excluded=frozenset(excluded), only=only)
+    wanted = offset + limit
+    found, kind = ranked(conn, query, scope=scope, enough=_enough_roots(wanted), raw=raw)
     by_words = {c.message_id for c in found}
     if vectors is not None and not raw:
         near = vectors.nearest(conn, query, scope=scope, k=SEMANTIC_CANDIDATES)
         if near and not found:
             kind = "semantic"
         found = fuse(found, near)
-    results = _group(hydrate(conn, _choose(found, limit), query), sort)
+    chosen = _choose(found, wanted)
+    if offset:
+        skipped = set(list(dict.fromkeys(c.root_session_id for c in chosen))[:offset])
+        chosen = [c for c in chosen if c.root_session_id not in skipped]
+    results = _group(hydrate(conn, chosen, query), sort)
     for group in results:
         for hit in group["hits"]:
             if hit["message_id"] not in by_words:
@@ -328,12 +338,29 @@ def browse(
     sort: str,
     current_session_id: str | None,
     user_id: str | None,
+    within: Within | None = None,
+    offset: int = 0,
 ) -> dict[str, Any]:
-    """Browse mode: recent conversations (one entry per lineage), the current one excluded."""
-    where, args = [], []
+    """Browse mode: recent conversations (one entry per lineage), the current one excluded.
+
+    ``within`` keeps the sessions of its sources started in its time range;
+    ``offset`` skips that many conversations (to page on).
+    """
+    where: list[str] = []
+    args: list[Any] = []
     if user_id is not None:
         where.append("user_id = ?")
         args.append(user_id)
+    if within is not None:
+        if within.sources is not None:
+            where.append(f"source IN ({', '.join('?' * len(within.sources))})")
+            args.extend(sorted(within.sources))
+        if within.since is not None:
+            where.append("started_at >= ?")
+            args.append(within.since)
+        if within.until is not None:
+            where.append("started_at < ?")
+            args.append(within.until)
     current = queries.fetch_session(conn, current_session_id) if current_session_id else None
     if current is not None:
         where.append("root_session_id != ?")
@@ -342,8 +369,8 @@ def browse(
     order = "max(started_at) DESC" if sort == "newest" else "min(started_at) ASC"
     roots = conn.execute(
         f"SELECT root_session_id, count(*) FROM hc_sessions {clause} "
-        f"GROUP BY root_session_id ORDER BY {order} LIMIT ?",
-        (*args, limit),
+        f"GROUP BY root_session_id ORDER BY {order} LIMIT ? OFFSET ?",
+        (*args, limit, offset),
     ).fetchall()
     sessions = []
     for root, count in roots:
@@ -384,12 +411,15 @@ def session_search(
     user_id: str | None = None,
     raw: bool = False,
     vectors: SessionVectors | None = None,
+    within: Within | None = None,
+    offset: int = 0,
 ) -> dict[str, Any]:
     """The ``session_search`` tool; the mode follows from the arguments given.
 
     ``query`` -> discover (within ``session_id`` when given); ``around_message_id``
     -> scroll; ``session_id`` alone -> read; nothing -> browse. ``limit`` is
-    clamped to 1-10 and ``window`` to 1-20.
+    clamped to 1-10 and ``window`` to 1-20. ``within`` (sources, time range) and
+    ``offset`` (conversations to skip) apply to discover and browse.
 
     Raises:
         ValueError: ``sort`` is not newest/oldest, a number is not an integer, or
@@ -405,6 +435,7 @@ def session_search(
         raise ValueError(f"sort must be 'newest' or 'oldest', got {sort!r}")
     limit = _bounded(limit, "limit", 1, MAX_LIMIT)
     window = _bounded(window, "window", 1, MAX_WINDOW)
+    offset = _bounded(offset, "offset", 0, MAX_OFFSET)
     if query is not None and query.strip():
         return discover(
             conn,
@@ -416,6 +447,8 @@ def session_search(
             user_id=user_id,
             raw=raw,
             vectors=vectors,
+            within=within,
+            offset=offset,
         )
     if around_message_id is not None:
         around = _message_id(around_message_id, "around_message_id")
@@ -423,5 +456,11 @@ def session_search(
     if session_id is not None:
         return read(conn, session_id, user_id=user_id)
     return browse(
-        conn, limit=limit, sort=sort, current_session_id=current_session_id, user_id=user_id
+        conn,
+        limit=limit,
+        sort=sort,
+        current_session_id=current_session_id,
+        user_id=user_id,
+        within=within,
+        offset=offset,
     )

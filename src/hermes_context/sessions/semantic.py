@@ -263,7 +263,7 @@ class SessionVectors:
             r[0]: (r[3], _digest(text))
             for r in rows
             if scope.keeps(r)
-            and (text := prose_of(r[6], bool(r[5]), row_to_message(r[6:]))) is not None
+            and (text := prose_of(r[8], bool(r[7]), row_to_message(r[8:]))) is not None
         }
         out = []
         for i in best:
@@ -314,7 +314,8 @@ def fuse(lexical: Sequence[Candidate], semantic: Sequence[Candidate]) -> list[Ca
 
 # A candidate's scope columns (as ``Scope.keeps`` reads them), then what its text is made of.
 _NEAREST_ROWS = (
-    "SELECT m.id, m.session_id, m.compacted, s.root_session_id, s.user_id, m.is_summary, "
+    "SELECT m.id, m.session_id, m.compacted, s.root_session_id, s.user_id, s.source, "
+    "m.timestamp, m.is_summary, "
     + ", ".join("m." + c for c in MESSAGE_COLUMNS)
     + " FROM hc_messages m JOIN hc_sessions s ON s.id = m.session_id WHERE m.id IN "
 )
