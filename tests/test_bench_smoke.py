@@ -193,3 +193,16 @@ def test_bench_smoke_trajectories() -> None:
     part = data["splits"]["tuned"]
     assert data["target_tokens"] == 3_000 and part["probes"] == 50
     assert set(part["by_kind"]) == {"diagnosis", "change", "test", "error", "next"}
+
+
+def test_bench_smoke_mcp() -> None:
+    # The MCP round trip beside SessionDB, and import throughput on the real samples.
+    pytest.importorskip("mcp", reason='needs pip install "hermes-context[mcp]"')
+    data = run_json(
+        "mcp.py", "--messages", "300", "--repeat", "1", "--import-copies", "1", codes=(0, 1)
+    )
+    assert data["messages"] == 300
+    for shape in ("frequent word", "no match", "all"):
+        assert {"direct", "mcp"} <= set(data["search"][shape])
+    assert {"claude-code", "codex"} <= set(data["import"])
+    assert all("messages_per_second" in row for row in data["import"].values())

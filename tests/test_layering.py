@@ -46,6 +46,8 @@ COMPOSITION = {
     "references": BOTTOM | {"tools"},
     "agent": BOTTOM | MIDDLE | {"tools", "references", "providers"},
     "bridge": BOTTOM | MIDDLE | {"agent"},
+    # The MCP server: the stores behind the bridge's tokens and per-user homes.
+    "mcp_server": BOTTOM | MIDDLE | {"bridge"},
 }
 # What each component may import besides itself. The root package sits above
 # every layer; cli uses the public API (no ``_private`` module or name of

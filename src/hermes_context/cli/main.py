@@ -19,6 +19,7 @@ _SUBCOMMANDS = {
     "compress": ("hermes_context.cli.compress_cmd", "compress"),
     "config": ("hermes_context.cli.config_cmd", "config"),
     "doctor": ("hermes_context.cli.doctor_cmd", "doctor"),
+    "mcp": ("hermes_context.cli.mcp_cmd", "mcp"),
     "memory": ("hermes_context.cli.memory_cmd", "memory"),
     "providers": ("hermes_context.cli.providers_cmd", "providers"),
     "review": ("hermes_context.cli.agent_cmd", "review"),
