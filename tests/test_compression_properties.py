@@ -33,8 +33,11 @@ def _check(original, result):
     assert result.tokens_after <= result.tokens_before
     assert result.tokens_after == estimate_messages_tokens_rough(result.messages)
     covered = sorted(i for span in result.lineage for i in span)
-    assert covered == list(range(len(original)))
+    assert sorted(covered + result.report.removed) == list(range(len(original)))
     assert len(result.lineage) == len(result.messages)
+    report = result.report
+    lists = report.kept + report.pruned + report.summarised + report.removed
+    assert sorted(lists) == list(range(len(original))), "the report accounts for each input once"
 
 
 @_SETTINGS
@@ -102,3 +105,22 @@ def test_prune_tool_results_is_pure_and_shrinks(messages):
     assert reclaimed >= 0
     again, more = comp.prune_tool_results(pruned)
     assert more == 0 and again == pruned, "pruning must be idempotent"
+
+
+@_SETTINGS
+@given(messages=conversation(), data=st.data(), context_length=st.sampled_from([2_000, 64_000]))
+def test_tool_results_without_their_call_are_reported_removed(messages, data, context_length):
+    # A client's history may hold results whose call it already dropped.
+    where = data.draw(st.lists(st.integers(1, len(messages)), min_size=1, max_size=3))
+    broken = list(messages)
+    for n, at in enumerate(sorted(where, reverse=True)):
+        broken.insert(at, {"role": "tool", "tool_call_id": f"gone-{n}", "content": "orphan"})
+    result = ContextCompressor(context_length).compress(broken, force=True)
+    validate_messages(result.messages)
+    orphans = [
+        i for i, m in enumerate(broken) if str(m.get("tool_call_id", "")).startswith("gone-")
+    ]
+    assert set(orphans) <= set(result.report.removed) | set(result.report.summarised)
+    assert result.dropped >= len(result.report.removed)
+    covered = sorted(i for span in result.lineage for i in span)
+    assert sorted(covered + result.report.removed) == list(range(len(broken)))

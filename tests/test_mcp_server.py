@@ -380,6 +380,9 @@ def test_compress_messages_returns_the_compressed_array_and_the_loss_report(home
     assert len(done["messages"]) < len(messages)
     assert done["messages"][0]["content"].startswith(messages[0]["content"])
     assert "report" in done and done["dropped"] > 0
+    report = done["report"]
+    assert len(report["summarised"]) == 50 and report["summarised_count"] > 50
+    assert all(not isinstance(v, list) or len(v) <= 50 for v in report.values())
     assert "sk-proj-Ab3dE6gH9" not in json.dumps(done["messages"])
     assert bad.startswith("messages:") and "non-empty array" in empty
 
@@ -663,3 +666,110 @@ def test_the_mcp_inspector_cli_lists_the_tools_and_calls_them(home):
     )
     assert json.loads(wrote["content"][0]["text"])["success"] is True
     assert "cut on Fridays" in (home_dir / "memories" / "MEMORY.md").read_text(encoding="utf-8")
+
+
+# -- found by a review: each failed before its fix ---------------------------------------
+
+
+def _direct(home_dir: Path, name: str, args: dict, user_id: str | None = None) -> str:
+    toolbox = _toolbox(home_dir)
+    try:
+        return toolbox.call(name, args, user_id)
+    finally:
+        toolbox.db.close()
+
+
+def _refused(home_dir: Path, name: str, args: dict) -> str:
+    from hermes_context.mcp_server import ToolFailure
+
+    with pytest.raises(ToolFailure) as caught:
+        _direct(home_dir, name, args)
+    text = str(caught.value)
+    assert "\n" not in text and "Traceback" not in text
+    return text
+
+
+def test_a_long_query_is_refused_at_once(home):
+    home_dir, _ = home
+    start = time.monotonic()
+    text = _refused(home_dir, "session_search", {"query": "ls " + "a" * 5_000})
+    assert "at most 1,000" in text and time.monotonic() - start < 5
+
+
+def test_paging_keeps_the_filters(home):
+    home_dir, ids = home
+    args = {"limit": 1, "source": ["cli", "claude-code"], "since": "2026-01-01"}
+    first = json.loads(_direct(home_dir, "session_search", args))
+    second = json.loads(
+        _direct(home_dir, "session_search", {**args, "cursor": first["next_cursor"]})
+    )
+    assert [s["session_id"] for s in first["sessions"] + second["sessions"]] == [
+        ids["marshmallow"],
+        ids["django"],
+    ]
+    assert second["next_cursor"] is None
+    unfiltered = {"limit": 1, "cursor": first["next_cursor"]}
+    assert "another call" in _refused(home_dir, "session_search", unfiltered)
+
+
+def test_exactly_a_full_page_has_no_next_cursor(home):
+    home_dir, _ = home
+    found = json.loads(_direct(home_dir, "session_search", {"limit": 3}))
+    assert len(found["sessions"]) == 3 and found["next_cursor"] is None
+
+
+@pytest.mark.parametrize("offset", ["abc", [1], 1e308, -1, 10**6, True])
+def test_a_forged_cursor_is_refused_in_one_line(home, offset):
+    from hermes_context.mcp_server.tools import _cursor_for
+
+    home_dir, _ = home
+    cursor = _cursor_for("session_search", {"limit": 1}, offset=offset)
+    text = _refused(home_dir, "session_search", {"limit": 1, "cursor": cursor})
+    assert text == "cursor is not one this server gave; leave it out to start over"
+
+
+def test_a_lone_surrogate_never_reaches_the_wire(home):
+    home_dir, _ = home
+    text = _direct(home_dir, "session_search", {"query": "memoryview \ud800"})
+    text.encode("utf-8")  # what JSON-RPC must be able to send
+    assert json.loads(text)["mode"] == "discover"
+
+
+def test_a_missing_session_is_named_the_same_way_by_every_tool(home):
+    home_dir, _ = home
+    for name, args in (
+        ("session_search", {"session_id": "nope"}),
+        ("session_read", {"session_id": "nope"}),
+        ("session_recall", {"session_id": "nope", "summary_message_id": 1}),
+    ):
+        assert _refused(home_dir, name, args) == "no session 'nope'"
+
+
+def test_results_stay_bounded_however_long_the_stored_texts_are(home):
+    home_dir, _ = home
+    calls = [
+        {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "write_file", "arguments": json.dumps({"text": "y" * 5_000})},
+        }
+        for i in range(30)
+    ]
+    with SessionDB(home_dir / "state.db") as db:
+        sid = db.import_session(
+            [
+                {"role": "user", "content": "write the fixtures"},
+                {"role": "assistant", "content": None, "tool_calls": calls},
+                *({"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in calls),
+            ],
+            title="t" * 100_000,
+        )
+    for name, args in (
+        ("session_search", {"limit": 10}),
+        ("session_search", {"session_id": sid}),
+        ("session_read", {"session_id": sid}),
+        ("session_search", {"query": "fixtures", "limit": 10}),
+    ):
+        text = _direct(home_dir, name, args)
+        assert len(text) <= 2 * MAX_RESULT_CHARS, (name, args, len(text))
+        json.loads(text)

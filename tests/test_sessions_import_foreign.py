@@ -704,3 +704,77 @@ def test_an_early_codex_rollout_without_wrappers(session_db, tmp_path):
         "role": "tool", "tool_call_id": "call_1", "content": "a.txt\n",
         "_timestamp": _epoch("2025-04-20T10:00:00+00:00"),
     }  # fmt: skip
+
+
+# -- shapes no agent writes (found by a review) ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (1_733_000_000, 1_733_000_000.0),  # seconds
+        (1_733_000_000_000, 1_733_000_000.0),  # milliseconds
+        (1_733_000_000_000_000, 1_733_000_000.0),  # microseconds
+        (1_733_000_000_000_000_000, 1_733_000_000.0),  # nanoseconds
+        (1e23, None),
+        (10**400, None),
+        ("0001-01-01T00:00:00+05:00", None),
+        ("9999-12-31T23:00:00-05:00", None),
+        ("2024-11-30T21:33:20Z", 1_733_002_400.0),
+    ],
+)
+def test_times_no_date_can_show_are_no_time(value, expected):
+    assert foreign.parse_time(value) == expected
+
+
+def test_an_impossible_time_never_breaks_listing_or_searching(tmp_path, run, hermes_home):
+    path = tmp_path / "odd.jsonl"
+    lines = [
+        {"role": "user", "content": "why does the ledger drift?", "timestamp": 1e23},
+        {"role": "assistant", "content": "rounding in the ledger", "timestamp": "0001-01-01T00:00:00+05:00"},
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    assert run("import", "--from", "openai-jsonl", str(path)).exit_code == 0
+    listed = run("list")
+    assert listed.exit_code == 0 and "openai-jsonl" in listed.output
+    with SessionDB(hermes_home / "state.db") as db:
+        assert db.session_search()["sessions"]  # browse shows it
+        assert db.session_search(query="ledger")["results"]
+
+
+def test_lines_of_shapes_no_agent_writes_are_skipped_and_the_folder_imported(tmp_path, run):
+    folder = tmp_path / "chats"
+    folder.mkdir()
+    good = {"role": "user", "content": "the cache key collides"}
+    (folder / "a.jsonl").write_text(json.dumps(good) + "\n", encoding="utf-8")
+    odd = {"role": "assistant", "content": "x", "tool_calls": 5}
+    (folder / "b.jsonl").write_text(
+        json.dumps(good) + "\n" + json.dumps(odd) + "\n", encoding="utf-8"
+    )
+    (folder / "c.jsonl").write_text(json.dumps(good) + "\n", encoding="utf-8")
+    done = run("import", "--from", "openai-jsonl", str(folder), "--json")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["sessions_added"] == 3
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    main = MAIN.read_bytes()
+    (claude / MAIN.name).write_bytes(b'{"type": ["user"], "sessionId": "s1"}\n' + main)
+    done = run("import", "--from", "claude-code", str(claude), "--json")
+    report = json.loads(done.stdout)
+    assert done.exit_code == 0 and report["sessions_added"] >= 1
+    assert report["skipped_lines"][0]["line"] == 1
+    rollout = tmp_path / "codex"
+    rollout.mkdir()
+    (rollout / ROLLOUT.name).write_bytes(b'{"type": {"a": 1}}\n' + ROLLOUT.read_bytes())
+    done = run("import", "--from", "codex", str(rollout), "--json")
+    assert done.exit_code == 0 and json.loads(done.stdout)["lines_skipped"] == 1
+
+
+def test_a_transcripts_own_title_is_kept_to_one_short_line(tmp_path, run, hermes_home):
+    path = tmp_path / "titled.jsonl"
+    line = {"title": "long\n" + "x" * 100_000, "messages": [{"role": "user", "content": "hi"}]}
+    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    assert run("import", "--from", "openai-jsonl", str(path)).exit_code == 0
+    with SessionDB(hermes_home / "state.db") as db:
+        (session,) = db.list_sessions()
+    assert len(session["title"]) <= 200 and "\n" not in session["title"]

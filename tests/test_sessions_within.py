@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -97,3 +100,72 @@ def test_the_semantic_half_respects_the_filters_too(session_db):
     assert _roots(found) == [codex]
     found = session_db.session_search(query=query, limit=10, within=Within(until=T0 + DAY))
     assert _roots(found) == [cli]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ({"since": "2026-11-30"}, Within(since=1_795_996_800.0)),
+        ({"since": "2026-11-30T02:00+02:00"}, Within(since=1_795_996_800.0)),
+        ({"until": "2026-11-30T00:00:00Z"}, Within(until=1_795_996_800.0)),
+        ({"sources": "codex"}, Within(frozenset({"codex"}))),
+        ({"sources": [" codex", "cli"]}, Within(frozenset({"codex", "cli"}))),
+        ({}, None),
+        ({"sources": []}, None),
+    ],
+)
+def test_within_parse_reads_what_people_and_models_write(args, expected):
+    assert Within.parse(**args) == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"since": "last tuesday"}, "since 'last tuesday' is not an ISO 8601"),
+        ({"until": 1_795_996_800}, "until must be an ISO 8601"),
+        ({"since": "2026-12-01", "until": "2026-11-30"}, "until must be later than since"),
+        ({"sources": [1]}, "source must be agent names"),
+        ({"sources": {"codex": 1}}, "source must be agent names"),
+    ],
+)
+def test_within_parse_says_what_is_wrong(args, message):
+    with pytest.raises(ValueError, match=message):
+        Within.parse(**args)
+
+
+def test_sessions_search_command_takes_the_filters(session_db, hermes_home):
+    from click.testing import CliRunner
+
+    from hermes_context.cli.main import cli
+
+    cli_id, codex = _store(session_db, [("cli", 0), ("codex", 1)])
+    runner = CliRunner()
+    home = ["--home", str(hermes_home), "--json"]
+    out = runner.invoke(cli, ["sessions", "search", "socket", "--source", "codex", *home])
+    assert out.exit_code == 0, out.output
+    assert {h["session_id"] for h in json.loads(out.output)} == {codex}
+    out = runner.invoke(cli, ["sessions", "search", "socket", "--until", "2026-05-29", *home])
+    assert {h["session_id"] for h in json.loads(out.output)} == {cli_id}
+    out = runner.invoke(
+        cli, ["sessions", "search", "socket", "--since", "soon", "--home", str(hermes_home)]
+    )
+    assert out.exit_code == 2 and "since 'soon' is not an ISO 8601" in out.output
+
+
+def test_a_time_no_date_can_show_is_shown_as_none_not_an_error(session_db, hermes_home):
+    # Another program may write any number into the timestamp column.
+    sid = session_db.create_session()
+    session_db.append_messages(sid, [{"role": "user", "content": "odd clock", "timestamp": 1e17}])
+    with sqlite3.connect(hermes_home / "state.db") as conn:
+        conn.execute("UPDATE sessions SET started_at = 1e17")
+    conn.close()
+    (entry,) = session_db.session_search()["sessions"]
+    assert entry["started_at"] is None
+    hit = session_db.session_search(query="clock")["results"][0]["hits"][0]
+    assert hit["time"] is None
+    from click.testing import CliRunner
+
+    from hermes_context.cli.main import cli
+
+    out = CliRunner().invoke(cli, ["sessions", "list", "--home", str(hermes_home)])
+    assert out.exit_code == 0 and "?" in out.output

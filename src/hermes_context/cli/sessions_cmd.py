@@ -24,7 +24,14 @@ from ..config import resolve_hermes_home
 from ..errors import InputFileError, InvalidMessagesError, StoreError
 from ..memory import e5
 from ..messages import content_text
-from ..sessions import DB_FILENAME, SearchQueryError, SessionDB, SessionNotFoundError, foreign
+from ..sessions import (
+    DB_FILENAME,
+    SearchQueryError,
+    SessionDB,
+    SessionNotFoundError,
+    Within,
+    foreign,
+)
 from ._common import (
     EXIT_USAGE,
     BadArgumentError,
@@ -72,7 +79,10 @@ def _open(hermes_home: str | None) -> SessionDB:
 
 
 def _when(ts: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts)) if ts else ""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts)) if ts else ""
+    except (ValueError, OverflowError, OSError, TypeError):
+        return "?"  # a time no date can show (another program wrote it)
 
 
 def _line(text: str) -> str:
@@ -213,6 +223,17 @@ def show(session_id: str, include_compacted: bool, hermes_home: str | None, as_j
     help="Rank by meaning too (needs hermes-context[semantic]); new messages are indexed "
     "first. The nearest messages always exist, so there is then no 'no matches'.",
 )
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    help="Only sessions written by this agent or front end (claude-code, codex, cli, "
+    "bridge...); repeat for several.",
+)
+@click.option(
+    "--since", default=None, help="Only messages from this time on (2026-11-30, ISO 8601)."
+)
+@click.option("--until", default=None, help="Only messages before this time (ISO 8601).")
 @user_option
 @home_option
 @json_option
@@ -223,6 +244,9 @@ def search_cmd(
     limit: int,
     raw: bool,
     semantic: bool,
+    sources: tuple[str, ...],
+    since: str | None,
+    until: str | None,
     user_id: str | None,
     hermes_home: str | None,
     as_json: bool,
@@ -232,10 +256,19 @@ def search_cmd(
         raise click.UsageError(
             "--semantic needs the encoder: pip install 'hermes-context[semantic]'"
         )
+    try:
+        within = Within.parse(list(sources) or None, since, until)
+    except ValueError as exc:
+        raise BadArgumentError(str(exc)) from None
     with _open(hermes_home) as db:
         if semantic and not raw:
             _index_for_search(db)
-        hits = db.search(query, limit=limit, user_id=user_id, raw=raw, semantic=semantic)
+        try:
+            hits = db.search(
+                query, limit=limit, user_id=user_id, raw=raw, semantic=semantic, within=within
+            )
+        except ValueError as exc:
+            raise BadArgumentError(str(exc)) from None
     if as_json:
         _emit_json(hits)
         return

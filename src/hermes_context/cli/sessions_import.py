@@ -134,6 +134,12 @@ class _Importer:
         except OSError as exc:
             self._problem(name, f"cannot read it: {os_problem(exc)}", EXIT_STORE)
             return
+        except (TypeError, AttributeError, KeyError, ValueError, RecursionError) as exc:
+            # A shape the parser does not expect (its lines are guarded one by one): this
+            # file is left out, the others are still imported.
+            why = f"not read as {self.fmt}: {type(exc).__name__}: {exc}"
+            self._problem(name, why, EXIT_USAGE)
+            return
         self.totals.files_read += 1
         self._report_skipped(parsed.skipped)
         try:

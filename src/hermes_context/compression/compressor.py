@@ -698,6 +698,7 @@ class ContextCompressor:
         report.pruned = [i for i in report.pruned if i not in folded]
         changed = folded | set(report.pruned)
         report.kept = [i for i in range(len(original)) if i not in changed]
+        _account_removed(report, lineage, len(original))
         if summary.used_fallback:
             report.warnings.append(
                 "the LLM summary failed: a deterministic summary was used instead"
@@ -706,7 +707,7 @@ class ContextCompressor:
             messages=messages,
             tokens_before=tokens_before,
             tokens_after=tokens_after,
-            dropped=len(middle),
+            dropped=len(middle) + len(report.removed),
             summary=text,
             used_fallback=summary.used_fallback,
             error=summary.error,
@@ -728,11 +729,13 @@ class ContextCompressor:
         tokens_after = estimate_messages_tokens_rough(messages)
         report.warnings.append(f"no summary: {why}")
         report.kept = [i for i in range(len(original)) if i not in pruned.pruned]
+        _account_removed(report, lineage, len(original))
         report.stages.append(StageFigures("total", tokens_before, tokens_after))
         return CompressionResult(
             messages=messages,
             tokens_before=tokens_before,
             tokens_after=tokens_after,
+            dropped=len(report.removed),
             report=report,
             lineage=lineage,
         )
@@ -994,3 +997,22 @@ def _tail_tokens(result: CompressionResult) -> int:
     if at is None:
         return 0
     return estimate_messages_tokens_rough(result.messages[at + 1 :])
+
+
+def _account_removed(report: CompressionReport, lineage: list[list[int]], count: int) -> None:
+    """Move the inputs no output stands for (tool results without their call, dropped to
+    keep the history valid) from ``kept``/``pruned`` to ``removed``, with a warning."""
+    standing = {i for group in lineage for i in group}
+    removed = [i for i in range(count) if i not in standing]
+    if not removed:
+        return
+    gone = set(removed)
+    report.removed = removed
+    report.kept = [i for i in report.kept if i not in gone]
+    report.pruned = [i for i in report.pruned if i not in gone]
+    report.summarised = [i for i in report.summarised if i not in gone]
+    shown = ", ".join(map(str, removed[:10])) + (" ..." if len(removed) > 10 else "")
+    report.warnings.append(
+        f"{len(removed)} message(s) removed to keep the history valid (tool results whose "
+        f"call is missing): {shown}"
+    )

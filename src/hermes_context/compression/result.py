@@ -25,13 +25,16 @@ class CompressionReport:
     pinned rules, user facts, the goal, the task, the newest findings, changes,
     test outcomes, errors and decisions); ``summary_items_shortened`` the user
     statements kept in condensed wording (their label and articles dropped)
-    because they did not all fit.
+    because they did not all fit. ``removed`` lists the messages left out to
+    keep the history a valid request (tool results whose call is gone); they
+    are in none of the other lists.
     """
 
     stages: list[StageFigures] = field(default_factory=list)
     pruned: list[int] = field(default_factory=list)
     summarised: list[int] = field(default_factory=list)
     kept: list[int] = field(default_factory=list)
+    removed: list[int] = field(default_factory=list)
     summariser: str = "none"
     warnings: list[str] = field(default_factory=list)
     summary_items: int = 0
@@ -48,9 +51,10 @@ class CompressionReport:
         lines = ["stage                tokens before -> after"]
         for st in self.stages:
             lines.append(f"  {st.stage:<18} {st.tokens_before:>10,} -> {st.tokens_after:,}")
+        removed = f", {len(self.removed)} removed (invalid)" if self.removed else ""
         lines.append(
             f"messages: {len(self.pruned)} pruned, {len(self.summarised)} summarised, "
-            f"{len(self.kept)} kept verbatim"
+            f"{len(self.kept)} kept verbatim{removed}"
         )
         lines.append(f"summariser: {self.summariser}")
         if self.summary_items or self.summary_items_omitted:

@@ -19,11 +19,11 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-import datetime as dt
 import hashlib
 import json
+import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from ..compression import ContextCompressor
 from ..config import Config
 from ..errors import HermesContextError, InvalidMessagesError
 from ..memory import MEMORY_TOOL_SCHEMA, MemoryStore, memory_tool
+from ..messages import without_lone_surrogates
 from ..sessions import (
     SESSION_RECALL_SCHEMA,
     SESSION_SEARCH_SCHEMA,
@@ -51,6 +52,10 @@ READ_CHAR_BUDGET = 24_000
 READ_MESSAGE_CHARS = 4_000
 # Messages one compress_messages call takes at most.
 MAX_COMPRESS_MESSAGES = 20_000
+# Items of one list of the loss report shown (the count of the rest is given).
+REPORT_LIST_ITEMS = 50
+# A cursor this server makes is a few dozen characters.
+MAX_CURSOR_CHARS = 1_000
 
 MEMORY_RESOURCES = {"memory://MEMORY.md": "memory", "memory://USER.md": "user"}
 SKILL_SCHEME = "skill://"
@@ -60,8 +65,13 @@ class ToolFailure(Exception):
     """A call that could not be done; its message is the one-line reason the client gets."""
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+_NOT_FOUND_RE = re.compile(r"^session ('.*') not found; list them with .*$")
+
+
+def _reason(text: str) -> str:
+    """An error as the client gets it: one line, no hint meant for the command line."""
+    line = " ".join(without_lone_surrogates(str(text)).split())
+    return _NOT_FOUND_RE.sub(r"no session \1", line)
 
 
 def _schema(definition: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
@@ -177,23 +187,6 @@ def _paged(definition: tuple[str, str, dict[str, Any]]) -> tuple[str, str, dict[
     return name, description + " Long results come in pages: pass next_cursor as cursor.", schema
 
 
-def _parse_time(value: Any, name: str) -> float:
-    if not isinstance(value, str) or not value.strip():
-        raise ToolFailure(f"{name} must be an ISO 8601 date or time such as 2026-11-30")
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        moment = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise ToolFailure(
-            f"{name} {value!r} is not an ISO 8601 date or time (2026-11-30, 2026-11-30T14:00Z)"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return moment.timestamp()
-
-
 def _args_key(args: Mapping[str, Any]) -> str:
     text = json.dumps({k: v for k, v in args.items() if k != "cursor"}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -212,10 +205,12 @@ def _read_cursor(name: str, args: Mapping[str, Any]) -> dict[str, Any]:
     try:
         if not isinstance(cursor, str):
             raise ValueError
+        if len(cursor) > MAX_CURSOR_CHARS:
+            raise ValueError
         body = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         if not isinstance(body, dict):
             raise ValueError
-    except (ValueError, binascii.Error, UnicodeDecodeError):
+    except (ValueError, binascii.Error, UnicodeDecodeError, RecursionError):
         raise ToolFailure(
             "cursor is not one this server gave; leave it out to start over"
         ) from None
@@ -226,8 +221,59 @@ def _read_cursor(name: str, args: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
+def _cursor_int(body: Mapping[str, Any], key: str, high: int) -> int:
+    """A position the cursor holds; refused unless it is one this server could have made."""
+    value = body.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+        raise ToolFailure("cursor is not one this server gave; leave it out to start over")
+    return value
+
+
 def _text(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, default=str)
+    """JSON text for the client; lone surrogates (which JSON-RPC cannot carry) replaced."""
+    return without_lone_surrogates(json.dumps(data, ensure_ascii=False, default=str))
+
+
+def _fit(data: Any, limit: int = MAX_RESULT_CHARS) -> Any:
+    """``data`` with its longest strings clipped until its JSON text fits ``limit`` characters.
+
+    Searches, reads and recalls page with their own cursors; this bounds what one
+    page can hold however long the stored texts and titles are. Clipped text ends
+    with a note of what is left out.
+    """
+    size = len(_text(data))
+    if size <= limit:
+        return data
+    cap = max(_string_lengths(data), default=0)
+    clipped = data
+    while size > limit and cap > 100:
+        cap = max(100, int(cap * 0.6))
+        clipped = _clip_strings(data, cap)
+        size = len(_text(clipped))
+    return clipped
+
+
+def _string_lengths(value: Any) -> Iterator[int]:
+    if isinstance(value, str):
+        yield len(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _string_lengths(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _string_lengths(item)
+
+
+def _clip_strings(value: Any, cap: int) -> Any:
+    if isinstance(value, str):
+        if len(value) <= cap:
+            return value
+        return value[:cap] + f" … [{len(value) - cap:,} more characters; clipped to fit]"
+    if isinstance(value, dict):
+        return {k: _clip_strings(v, cap) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clip_strings(v, cap) for v in value]
+    return value
 
 
 @dataclass
@@ -301,14 +347,14 @@ class Toolbox:
         try:
             if name in ("memory", "skills_list", "skill_view"):
                 return self._page(name, args, lambda a: _text(handler(a, user_id)))
-            return _text(handler(args, user_id))
-        except ToolFailure as exc:
-            raise ToolFailure(_one_line(str(exc))) from None
-        except (ValueError, HermesContextError) as exc:
-            raise ToolFailure(_one_line(str(exc))) from None
+            if name == "compress_messages":
+                return _text(handler(args, user_id))  # the whole array: the client needs it all
+            return _text(_fit(handler(args, user_id)))
+        except (ToolFailure, ValueError, HermesContextError) as exc:
+            raise ToolFailure(_reason(str(exc))) from None
 
     def _page(self, name: str, args: dict[str, Any], run: Callable[[dict[str, Any]], str]) -> str:
-        at = int(_read_cursor(name, args).get("at", 0))
+        at = _cursor_int(_read_cursor(name, args), "at", 10**9)
         text = run({k: v for k, v in args.items() if k != "cursor"})
         if at == 0 and len(text) <= MAX_RESULT_CHARS:
             return text
@@ -330,19 +376,11 @@ class Toolbox:
     # sessions
 
     def _search(self, args: dict[str, Any], user_id: str | None) -> dict[str, Any]:
-        offset = int(_read_cursor("session_search", args).get("offset", 0))
-        sources = args.pop("source", None)
-        if isinstance(sources, str):
-            sources = [sources]
-        if sources is not None and (
-            not isinstance(sources, list) or not all(isinstance(s, str) and s for s in sources)
-        ):
-            raise ToolFailure("source must be a list of agent names such as ['claude-code']")
-        since = _parse_time(args.pop("since"), "since") if "since" in args else None
-        until = _parse_time(args.pop("until"), "until") if "until" in args else None
-        if since is not None and until is not None and until <= since:
-            raise ToolFailure("until must be later than since")
-        within = Within(frozenset(sources) if sources else None, since, until)
+        original = dict(args)
+        offset = _cursor_int(_read_cursor("session_search", original), "offset", 90)
+        within = Within.parse(
+            args.pop("source", None), args.pop("since", None), args.pop("until", None)
+        )
         call = {k: v for k, v in args.items() if k != "cursor" and v is not None}
         unknown = sorted(
             set(call) - set(SESSION_SEARCH_SCHEMA["function"]["parameters"]["properties"])
@@ -352,22 +390,22 @@ class Toolbox:
         limit = call.get("limit", 3)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ToolFailure(f"limit must be an integer from 1 to 10, got {limit!r}")
-        limit = min(limit, 10)
-        call["limit"] = min(limit + 1, 10) if limit < 10 else 10
+        limit = call["limit"] = min(limit, 10)
         data = self.db.session_search(**call, user_id=user_id, within=within, offset=offset)
+        key = "results" if data.get("mode") == "discover" else "sessions"
+        more = False
+        if data.get("mode") in ("discover", "browse") and len(data[key]) == limit:
+            # Is there a next page? One more conversation after this page says so.
+            call["limit"] = 1
+            beyond = self.db.session_search(
+                **call, user_id=user_id, within=within, offset=offset + limit
+            )
+            more = bool(beyond[key]) and offset + limit <= 90
         if self.after_search is not None:
             self.after_search()
-        key = "results" if data.get("mode") == "discover" else "sessions"
-        items = data.get(key)
-        more = False
-        if isinstance(items, list):
-            more = len(items) > limit or (limit == 10 and len(items) == 10)
-            data[key] = items[:limit]
-            data["count"] = len(data[key])
-        if more and offset + limit <= 90 and data.get("mode") in ("discover", "browse"):
-            data["next_cursor"] = _cursor_for("session_search", args, offset=offset + limit)
-        else:
-            data["next_cursor"] = None
+        data["next_cursor"] = (
+            _cursor_for("session_search", original, offset=offset + limit) if more else None
+        )
         return data
 
     def _recall(self, args: dict[str, Any], user_id: str | None) -> dict[str, Any]:
@@ -494,7 +532,7 @@ class Toolbox:
             "tokens_after": result.tokens_after,
             "dropped": result.dropped,
             "used_fallback": result.used_fallback,
-            "report": result.report.to_dict(),
+            "report": _short_report(result.report.to_dict()),
         }
 
     # -- resources --------------------------------------------------------------------
@@ -527,8 +565,20 @@ class Toolbox:
                 head = f"# {view['name']}\n\n{view['description']}\n\n"
                 return head + view["body"] + (f"\n\nSupporting files:\n{files}" if files else "")
         except (ValueError, HermesContextError) as exc:
-            raise ToolFailure(_one_line(str(exc))) from None
+            raise ToolFailure(_reason(str(exc))) from None
         raise ToolFailure(f"no resource {uri!r}; see resources/list")
+
+
+def _short_report(report: dict[str, Any]) -> dict[str, Any]:
+    """The loss report, its lists of message indices cut to their first few when long."""
+    out: dict[str, Any] = {}
+    for key, value in report.items():
+        if isinstance(value, list) and len(value) > REPORT_LIST_ITEMS:
+            out[key] = value[:REPORT_LIST_ITEMS]
+            out[f"{key}_count"] = len(value)
+        else:
+            out[key] = value
+    return out
 
 
 def _integer(value: Any, name: str, low: int, high: int) -> int:

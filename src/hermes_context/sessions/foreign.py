@@ -24,6 +24,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,10 +50,14 @@ FILE_PATTERNS = {
 }
 # Characters of a title made from the first user message.
 TITLE_CHARS = 60
+# A title the transcript gives (an AI-written summary line, a thread name) is kept longer.
+OWN_TITLE_CHARS = 200
 # A session id that names a file after it (Claude Code names transcripts ``<uuid>.jsonl``).
 _UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
 # Timestamps bigger than this are milliseconds (seconds would be past the year 5000).
 _MILLISECONDS_FROM = 1e11
+# The last second a date can show (9999-12-31T23:59:59Z); later times are not times.
+_LATEST = 253_402_300_799.0
 # Text that opens a user message written by the agent, not typed: not a title.
 _NOT_TITLE_PREFIXES = ("<", "# AGENTS.md", "Caveat: ")
 
@@ -204,6 +209,8 @@ def _read_line(
         skipped.append(SkippedLine(path, number, problem))
     elif not isinstance(obj, dict):
         skipped.append(SkippedLine(path, number, f"expected a JSON object, got {_kind(obj)}"))
+    elif not isinstance(obj.get("type", ""), str):
+        skipped.append(SkippedLine(path, number, f"'type' is {_kind(obj['type'])}, not a string"))
     else:
         records.append((number, obj))
 
@@ -222,31 +229,57 @@ def _decode(raw: bytes) -> tuple[Any, str | None]:
         return None, f"invalid JSON ({exc})"
 
 
+@contextmanager
+def _line_of(path: str, number: int, skipped: list[SkippedLine]) -> Iterator[None]:
+    """Skip (and note) a line whose fields have shapes the format never writes."""
+    try:
+        yield
+    except (TypeError, AttributeError, KeyError, ValueError, RecursionError) as exc:
+        skipped.append(SkippedLine(path, number, f"unexpected shape ({type(exc).__name__}: {exc})"))
+
+
 def _kind(value: Any) -> str:
-    return {list: "an array", str: "a string", type(None): "null"}.get(type(value), "a number")
+    kinds = {list: "an array", dict: "an object", str: "a string", type(None): "null"}
+    return kinds.get(type(value), "a number")
 
 
 # -- shared helpers -------------------------------------------------------------
 
 
 def parse_time(value: Any) -> float | None:
-    """Epoch seconds from an ISO-8601 string or a number (seconds or milliseconds); else None."""
+    """Epoch seconds from an ISO-8601 string or a number (seconds, milliseconds,
+    microseconds or nanoseconds); None for anything else, or a time before 1970 or
+    after 9999 (which no program can show as a date)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        seconds = float(value)
-        if not math.isfinite(seconds) or seconds <= 0:
+        try:
+            seconds = float(value)
+        except OverflowError:
             return None
-        return seconds / 1000 if seconds > _MILLISECONDS_FROM else seconds
+        for scale in (1e9, 1e6, 1e3):  # nanoseconds, microseconds, milliseconds
+            if seconds > _MILLISECONDS_FROM * scale / 1e3:
+                seconds /= scale
+                break
+        return seconds if math.isfinite(seconds) and 0 < seconds <= _LATEST else None
     if not isinstance(value, str):
         return None
     try:
         when = datetime.fromisoformat(value.strip())
-    except ValueError:
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = when.timestamp()
+    except (ValueError, OverflowError):
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
+    return seconds if 0 < seconds <= _LATEST else None
+
+
+def _own_title(title: str | None) -> str | None:
+    """A title the transcript gives, on one line and at most ``OWN_TITLE_CHARS`` long."""
+    if title is None:
+        return None
+    flat = " ".join(without_lone_surrogates(title).split())
+    return flat if len(flat) <= OWN_TITLE_CHARS else flat[: OWN_TITLE_CHARS - 1] + "…"
 
 
 def short_title(text: str) -> str | None:
@@ -320,7 +353,7 @@ class _Meta:
         return ParsedSession(
             key=without_lone_surrogates(key),
             source=source,
-            title=self.own_title or self.title,
+            title=_own_title(self.own_title) or self.title,
             own_title=self.own_title is not None,
             cwd=self.cwd,
             git_branch=self.git_branch,
@@ -353,18 +386,19 @@ def _parse_claude(
     conversations: dict[str, _ClaudeSession] = {}
     titles: dict[str, str] = {}
     base: str | None = None
-    for _, obj in records:
-        kind = obj.get("type")
-        base = base or _text(obj.get("sessionId"))
-        if kind in _CLAUDE_TITLES:
-            title = _text(obj.get(_CLAUDE_TITLES[kind]))
-            if title and kind not in titles:
-                titles[kind] = " ".join(title.split())
-        if kind not in ("user", "assistant", "system"):
-            continue
-        label = _claude_label(obj)
-        conversation = conversations.setdefault(label, _ClaudeSession())
-        _claude_line(obj, conversation)
+    for number, obj in records:
+        with _line_of(path, number, skipped):
+            kind = obj.get("type")
+            base = base or _text(obj.get("sessionId"))
+            if kind in _CLAUDE_TITLES:
+                title = _text(obj.get(_CLAUDE_TITLES[kind]))
+                if title and kind not in titles:
+                    titles[kind] = " ".join(title.split())
+            if kind not in ("user", "assistant", "system"):
+                continue
+            label = _claude_label(obj)
+            conversation = conversations.setdefault(label, _ClaudeSession())
+            _claude_line(obj, conversation)
     stem = Path(path).stem
     base = stem if _UUID_RE.match(stem) else (base or stem)
     sessions = []
@@ -469,31 +503,45 @@ def _parse_codex(
     history, meta = History(), _Meta()
     session_id: str | None = None
     for number, obj in records:
-        kind, payload = obj.get("type"), obj.get("payload")
-        if payload is None and kind in _CODEX_ITEMS:
-            kind, payload = "response_item", obj  # the early format: items at the top level
-        elif kind is None and number == records[0][0] and "id" in obj:
-            kind, payload = "session_meta", obj  # the early format's first line
-        if not isinstance(payload, Mapping):
-            continue
-        ts = parse_time(obj.get("timestamp")) or parse_time(payload.get("timestamp"))
-        meta.note(started_at=ts)
-        history.tick(ts)
-        if kind == "session_meta" and session_id is None:
-            session_id = _text(payload.get("id")) or _text(payload.get("session_id"))
-            git = payload.get("git")
-            branch = git.get("branch") if isinstance(git, Mapping) else None
-            meta.note(cwd=_text(payload.get("cwd")), git_branch=_text(branch))
-        elif kind == "turn_context":
-            meta.note(model=_text(payload.get("model")), cwd=_text(payload.get("cwd")))
-        elif kind == "response_item":
-            _codex_item(payload, ts, history, meta)
-        elif kind == "compacted":
-            history.summary(_codex_summary(payload), ts)
-        elif kind == "event_msg" and payload.get("type") == "thread_name_updated":
-            meta.own_title = _text(payload.get("thread_name")) or meta.own_title  # latest wins
+        with _line_of(path, number, skipped):
+            session_id = _codex_line(number, obj, records[0][0], session_id, history, meta)
     key = f"{FORMAT_CODEX}:{session_id or _codex_file_id(path)}"
     return [meta.session(key, FORMAT_CODEX, history)]
+
+
+def _codex_line(
+    number: int,
+    obj: Mapping[str, Any],
+    first: int,
+    session_id: str | None,
+    history: History,
+    meta: _Meta,
+) -> str | None:
+    """Take one rollout line into the history; the session's id once a line gives it."""
+    kind, payload = obj.get("type"), obj.get("payload")
+    if payload is None and kind in _CODEX_ITEMS:
+        kind, payload = "response_item", obj  # the early format: items at the top level
+    elif kind is None and number == first and "id" in obj:
+        kind, payload = "session_meta", obj  # the early format's first line
+    if not isinstance(payload, Mapping):
+        return session_id
+    ts = parse_time(obj.get("timestamp")) or parse_time(payload.get("timestamp"))
+    meta.note(started_at=ts)
+    history.tick(ts)
+    if kind == "session_meta" and session_id is None:
+        session_id = _text(payload.get("id")) or _text(payload.get("session_id"))
+        git = payload.get("git")
+        branch = git.get("branch") if isinstance(git, Mapping) else None
+        meta.note(cwd=_text(payload.get("cwd")), git_branch=_text(branch))
+    elif kind == "turn_context":
+        meta.note(model=_text(payload.get("model")), cwd=_text(payload.get("cwd")))
+    elif kind == "response_item":
+        _codex_item(payload, ts, history, meta)
+    elif kind == "compacted":
+        history.summary(_codex_summary(payload), ts)
+    elif kind == "event_msg" and payload.get("type") == "thread_name_updated":
+        meta.own_title = _text(payload.get("thread_name")) or meta.own_title  # latest wins
+    return session_id
 
 
 def _codex_file_id(path: str) -> str:
@@ -569,7 +617,7 @@ def _parse_openai(
             continue
         session = _openai_session(f"{base}:{number}", obj["messages"])
         if isinstance(obj.get("title"), str):
-            session.title, session.own_title = _text(obj["title"]), True
+            session.title, session.own_title = _own_title(_text(obj["title"])), True
         sessions.append(session)
     return sessions
 
@@ -603,12 +651,13 @@ def _openai_message(
     if role == "assistant":
         if text:
             history.assistant_text(text, ts)
-        for call in message.get("tool_calls") or ():
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():
             fn = call.get("function") if isinstance(call, Mapping) else None
             if isinstance(fn, Mapping):
                 name = _text(fn.get("name")) or "tool"
                 history.call(_text(call.get("id")), name, _arguments(fn.get("arguments")), ts)
-        if not text and not message.get("tool_calls"):
+        if not text and not (isinstance(calls, list) and calls):
             history.assistant_text("", ts)
     elif role == "tool":
         history.result(_text(message.get("tool_call_id")), text, ts)

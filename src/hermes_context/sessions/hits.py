@@ -125,6 +125,59 @@ class Within:
         """A ``Scope`` with these filters and ``kwargs`` (user, excluded, only)."""
         return Scope(sources=self.sources, since=self.since, until=self.until, **kwargs)
 
+    @classmethod
+    def parse(cls, sources: Any = None, since: Any = None, until: Any = None) -> Within | None:
+        """The filters as a person or a model writes them; None when there are none.
+
+        Args:
+            sources: A source name or a list of them.
+            since, until: ISO 8601 dates or times (``2026-11-30``,
+                ``2026-11-30T14:00Z``); UTC unless they say otherwise.
+
+        Raises:
+            ValueError: one of them cannot be read, or ``until`` is not later
+                than ``since``; the message says which and how to write it.
+        """
+        if isinstance(sources, str):
+            sources = [sources]
+        if sources is not None and (
+            not isinstance(sources, (list, tuple))
+            or not all(isinstance(s, str) and s.strip() for s in sources)
+        ):
+            raise ValueError("source must be agent names such as claude-code, codex or cli")
+        start = None if since is None else parse_time(since, "since")
+        end = None if until is None else parse_time(until, "until")
+        if start is not None and end is not None and end <= start:
+            raise ValueError("until must be later than since")
+        if not sources and start is None and end is None:
+            return None
+        return cls(frozenset(s.strip() for s in sources) if sources else None, start, end)
+
+
+def parse_time(value: Any, name: str) -> float:
+    """An ISO 8601 date or time as epoch seconds (UTC unless it says otherwise).
+
+    Raises:
+        ValueError: it is not one; the message names ``name`` and shows the forms.
+    """
+    import datetime as dt
+
+    forms = "2026-11-30, 2026-11-30T14:00Z or 2026-11-30T14:00+02:00"
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} must be an ISO 8601 date or time such as {forms}")
+    text = value.strip()
+    if text[-1:] in ("Z", "z"):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"{name} {value.strip()[:40]!r} is not an ISO 8601 date or time ({forms})"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.timestamp()
+
 
 def _expressions(query: str, raw: bool) -> list[tuple[str, str]]:
     """(kind, FTS expression) to try in order: all words, then any word."""
@@ -241,9 +294,16 @@ def ranked(
     return [], "raw" if raw else "all"
 
 
+# A snippet is placed by at most this many of the query's words, each looked for by at
+# most this many of its first characters (and their prefixes): a query of thousands of
+# characters must not cost seconds per hit.
+MAX_SNIPPET_TERMS = 16
+MAX_TERM_CHARS = 40
+
+
 def _find(text_lower: str, term: str) -> int:
     """Where ``term`` (or the longest prefix of it, down to 3 letters) starts a word."""
-    term = term.lower()
+    term = term.lower()[:MAX_TERM_CHARS]
     if not term.isascii():
         return text_lower.find(term)
     for size in range(len(term), min(len(term), 3) - 1, -1):
@@ -278,6 +338,7 @@ def make_snippet(text: str, terms: Sequence[str], *, width: int = SNIPPET_CHARS)
     """
     text = without_lone_surrogates(text)
     lower, origin = _folded_lower(text)
+    terms = list(dict.fromkeys(terms))[:MAX_SNIPPET_TERMS]
     found = [p for p in (_find(lower, t) for t in terms) if p >= 0]
     at = min(found) if found else 0
     if origin is not None and found:

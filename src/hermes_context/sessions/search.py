@@ -25,6 +25,7 @@ DEFAULT_LIMIT = 3
 MAX_LIMIT = 10  # results an agent gets at once; more floods its context
 DEFAULT_WINDOW = 5
 MAX_WINDOW = 20
+MAX_QUERY_CHARS = 1_000  # a search is a question: words, not a pasted document
 MAX_OFFSET = 90  # conversations a caller may page past: ten pages of the largest limit
 HITS_PER_GROUP = 3  # hits shown per conversation in discover mode
 READ_HEAD = 20  # a long session is read as its first READ_HEAD ...
@@ -37,7 +38,23 @@ def iso(ts: float | None) -> str | None:
     """Unix time as ISO-8601 UTC with seconds, for tool results."""
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="seconds")
+    try:
+        return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="seconds")
+    except (ValueError, OverflowError, OSError, TypeError):
+        return None  # a time no date can show (another program wrote it): none rather than fail
+
+
+def check_query(query: str) -> None:
+    """Refuse a query longer than ``MAX_QUERY_CHARS`` (a question, not a document).
+
+    Raises:
+        ValueError: it is longer; the message says by how much.
+    """
+    if isinstance(query, str) and len(query) > MAX_QUERY_CHARS:
+        raise ValueError(
+            f"query is {len(query):,} characters; at most {MAX_QUERY_CHARS:,} "
+            "(search with the few words that matter)"
+        )
 
 
 def _clip(text: str, limit: int) -> str:
@@ -59,6 +76,7 @@ def search(
 ) -> list[dict[str, Any]]:
     """Best-ranked matching messages (see ``SessionDB.search``)."""
     queries.check_limit(limit)
+    check_query(query)
     excluded = queries.ancestors(conn, exclude_session_id) if exclude_session_id else []
     scope = (within or Within()).scope(user_id=user_id, excluded=frozenset(excluded))
     found, _ = ranked(conn, query, scope=scope, enough=lambda c: len(c) >= limit, raw=raw)
@@ -431,6 +449,8 @@ def session_search(
     for key, value in (("query", query), ("session_id", session_id)):
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{key} must be a string, got {value!r}")
+    if query is not None:
+        check_query(query)
     if sort not in SORTS:
         raise ValueError(f"sort must be 'newest' or 'oldest', got {sort!r}")
     limit = _bounded(limit, "limit", 1, MAX_LIMIT)

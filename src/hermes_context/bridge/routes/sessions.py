@@ -97,5 +97,8 @@ def search(q: str, user_id: User, bridge: BridgeDep, limit: int = 10) -> dict[st
     """Full-text search over the user's sessions."""
     if not q.strip():
         raise BridgeError("validation_error", "q (the words to search) is required")
-    hits = bridge.db.search(q, limit=max(1, min(limit, MAX_HITS)), user_id=user_id)
+    try:
+        hits = bridge.db.search(q, limit=max(1, min(limit, MAX_HITS)), user_id=user_id)
+    except ValueError as exc:  # a query over the length limit
+        raise BridgeError("validation_error", str(exc)) from None
     return {"hits": hits}
