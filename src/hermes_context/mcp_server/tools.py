@@ -287,6 +287,8 @@ class Toolbox:
             or None to use ``config.hermes_home`` for everyone (a local server).
         skill_manage: Offer ``skill_manage`` (off unless asked: it writes files
             a model later follows).
+        after_search: Called after each ``session_search`` (the server passes
+            ``SessionDB.index_semantic_in_background`` when searching by meaning).
     """
 
     config: Config
