@@ -488,23 +488,6 @@ def import_cmd(
             raise BadArgumentError(f"{path}: no such file")
         _import_file(path, title, source or "import", user_id, hermes_home, as_json)
         return
-    _import_from(
-        fmt, path, title, source, watch, interval, max_polls, user_id, hermes_home, as_json
-    )
-
-
-def _import_from(
-    fmt: str,
-    path: Path | None,
-    title: str | None,
-    source: str | None,
-    watch: bool,
-    interval: float,
-    max_polls: int | None,
-    user_id: str | None,
-    hermes_home: str | None,
-    as_json: bool,
-) -> None:
     known = (*foreign.FOREIGN_FORMATS, "hermes")
     if fmt not in known:
         raise BadArgumentError(f"unknown format {fmt!r} for --from: use one of {', '.join(known)}")
