@@ -6,6 +6,9 @@ The ``scripted_llm`` fixture (a started ``ScriptedLLMServer``) comes from the
 
 from __future__ import annotations
 
+import os
+import uuid
+
 import pytest
 
 import hermes_context.llm
@@ -49,3 +52,34 @@ def session_db(hermes_home):
     store = SessionDB(hermes_home / "state.db")
     yield store
     store.close()
+
+
+# Tests that need PostgreSQL use this server (the machine's own, trust auth). In CI
+# (.ci/run sets HERMES_REQUIRE_POSTGRES=1) a server that cannot be reached fails them;
+# elsewhere they skip, saying why.
+POSTGRES_URL = os.environ.get("HERMES_TEST_POSTGRES", "postgresql://127.0.0.1:5432/test")
+
+
+def _postgres_unavailable(reason: str) -> None:
+    if os.environ.get("HERMES_REQUIRE_POSTGRES") == "1":
+        pytest.fail(f"PostgreSQL is required here (HERMES_REQUIRE_POSTGRES=1): {reason}")
+    pytest.skip(f"PostgreSQL not available: {reason}")
+
+
+@pytest.fixture
+def postgres_url():
+    """A URL on the test server whose ``search_path`` is a fresh schema, dropped afterwards."""
+    try:
+        import psycopg
+    except ImportError:
+        _postgres_unavailable('psycopg is not installed (pip install -e ".[postgres]")')
+    schema = f"hc_test_{uuid.uuid4().hex[:12]}"
+    try:
+        with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+    except psycopg.Error as exc:
+        _postgres_unavailable(f"{POSTGRES_URL}: {str(exc).strip()}")
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    yield f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
