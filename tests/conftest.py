@@ -83,3 +83,21 @@ def postgres_url():
     yield f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}"
     with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=5) as conn:
         conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(params=["files", "postgresql"])
+def memory_backing(request):
+    """Where a test's ``MemoryStore`` keeps its notes: ``None`` (the memory folder) or PostgreSQL.
+
+    The PostgreSQL backing's home scope, on a fresh schema; tests that look at
+    the files themselves take ``MemoryStore`` without this fixture.
+    """
+    if request.param == "files":
+        yield None
+        return
+    from hermes_context.memory.postgres import PostgresMemory
+
+    url = request.getfixturevalue("postgres_url")
+    memory = PostgresMemory(url, max_size=4)
+    yield memory.backing("")
+    memory.close()

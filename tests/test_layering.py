@@ -30,6 +30,7 @@ BOTTOM = frozenset(
         "fileio",
         "hermes_config",
         "messages",
+        "pgsql",
         "synthetic",
         "tokens",
     }
@@ -285,7 +286,7 @@ def test_violations_name_file_line_and_import(sample):
     found = violations(_component_rule, sample)
     assert found[0] == (
         f"{PACKAGE}/compression/compressor.py:6: from .. import llm  ->  compression imports "
-        "only the bottom layer (config, credentials, errors, fileio, hermes_config, messages, "
+        "only the bottom layer (config, credentials, errors, fileio, hermes_config, messages, pgsql, "
         "synthetic, tokens), not llm"
     )
     assert len(found) == 5  # llm twice, sessions, cli, memory; errors and prune are allowed

@@ -235,7 +235,9 @@ def archive_cmd(target: str | None, hermes_home: str | None, as_json: bool) -> N
     scan = store.archive.scan()
     if scan.malformed:
         lines = ", ".join(map(str, scan.malformed))
-        click.echo(f"warning: unreadable line(s) {lines} in {store.archive.path} (kept)", err=True)
+        click.echo(
+            f"warning: unreadable line(s) {lines} in {store.archive.location} (kept)", err=True
+        )
     entries = [e for e in scan.entries if target is None or e.target == target]
     if as_json:
         emit_json([e.to_dict() for e in entries])
@@ -278,7 +280,8 @@ def history(target: str | None, limit: int, hermes_home: str | None, as_json: bo
     scan = store.journal.scan(target=target, limit=limit)
     if scan.skipped:
         click.echo(
-            f"warning: skipped {scan.skipped} malformed line(s) in {store.journal.path}", err=True
+            f"warning: skipped {scan.skipped} malformed line(s) in {store.journal.location}",
+            err=True,
         )
     if as_json:
         emit_json(scan.records)
@@ -352,7 +355,7 @@ def pending(review: bool, hermes_home: str | None, as_json: bool) -> None:
             click.echo(f"    {_review_line(item.review)}")
     if broken:
         click.echo(
-            f"corrupt pending files (never applied; delete them from {store.pending.folder}):"
+            f"corrupt pending files (never applied; delete them from {store.pending.location}):"
         )
         for bad in broken:
             click.echo(f"  {_line(bad.file)}  corrupt: {_line(bad.problem)}")

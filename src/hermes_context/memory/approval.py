@@ -114,6 +114,11 @@ class PendingQueue:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
 
+    @property
+    def location(self) -> str:
+        """Where it is, for a person."""
+        return str(self.folder)
+
     def stage(
         self,
         *,

@@ -83,11 +83,37 @@ def check_id(archive_id: object) -> str:
     return archive_id.strip().lower()
 
 
-class Archive:
+class ArchiveQueries:
+    """What every archive answers from its ``scan`` (the file here, rows in PostgreSQL)."""
+
+    def scan(self) -> ArchiveScan:
+        raise NotImplementedError
+
+    def entries(self, target: str | None = None) -> list[ArchivedEntry]:
+        """The archived entries (of ``target`` only, when given), oldest first."""
+        return [e for e in self.scan().entries if target is None or e.target == target]
+
+    def get(self, archive_id: str) -> ArchivedEntry | None:
+        """The entry with this id, or ``None``."""
+        return next((e for e in self.scan().entries if e.id == archive_id), None)
+
+    def search(
+        self, query: str, *, target: str | None = None, limit: int = SEARCH_LIMIT
+    ) -> list[ArchivedEntry]:
+        """The archived entries that share words with ``query``, best first."""
+        return rank(query, self.entries(target), key=lambda e: e.content, limit=limit)
+
+
+class Archive(ArchiveQueries):
     """The archive file of one memory folder."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+
+    @property
+    def location(self) -> str:
+        """Where it is, for a person."""
+        return str(self.path)
 
     def scan(self) -> ArchiveScan:
         """Every archived entry, oldest first, and the unreadable lines.
@@ -106,14 +132,6 @@ class Archive:
             else:
                 out.entries.append(entry)
         return out
-
-    def entries(self, target: str | None = None) -> list[ArchivedEntry]:
-        """The archived entries (of ``target`` only, when given), oldest first."""
-        return [e for e in self.scan().entries if target is None or e.target == target]
-
-    def get(self, archive_id: str) -> ArchivedEntry | None:
-        """The entry with this id, or ``None``."""
-        return next((e for e in self.scan().entries if e.id == archive_id), None)
 
     def add(
         self, target: str, contents: Sequence[str], *, reason: str, session_id: str | None
@@ -152,12 +170,6 @@ class Archive:
                     kept.append(line)
             lines[:] = kept
         return dropped
-
-    def search(
-        self, query: str, *, target: str | None = None, limit: int = SEARCH_LIMIT
-    ) -> list[ArchivedEntry]:
-        """The archived entries that share words with ``query``, best first."""
-        return rank(query, self.entries(target), key=lambda e: e.content, limit=limit)
 
     def _locked(self) -> _Rewrite:
         return _Rewrite(self.path)

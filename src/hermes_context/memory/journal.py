@@ -98,6 +98,11 @@ class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
 
+    @property
+    def location(self) -> str:
+        """Where it is, for a person."""
+        return str(self.path)
+
     def append(self, records: list[dict[str, Any]]) -> None:
         """Append records, each stamped with ``time`` and ``ts``, durably and in one write.
 

@@ -11,7 +11,6 @@ fix (unreadable files, unknown pending ids) raise ``StoreError``.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import os
 import threading
@@ -22,25 +21,22 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import resolve_hermes_home
 from ..errors import ConfigError, SecurityError, StoreError
-from . import _fileio
 from .approval import (
     APPROVAL_MODES,
     GATED_ORIGINS,
     CorruptPending,
-    PendingQueue,
     PendingWrite,
     WriteReviewer,
     normalise_review,
 )
 from .archive import (
-    ARCHIVE_FILENAME,
     OVERFLOW_MODES,
-    Archive,
     ArchivedEntry,
     check_id,
     entry_id,
     rank,
 )
+from .backing import FileBacking, MemoryBacking, NotesWrite
 from .entries import (
     TARGET_FILENAMES,
     TARGETS,
@@ -56,7 +52,7 @@ from .entries import (
     separator_line,
     usage,
 )
-from .journal import JOURNAL_FILENAME, ORIGINS, Journal, content_hash
+from .journal import ORIGINS, content_hash
 from .results import Failure, StrikeCounter, failure, over_limit, success
 from .text_rules import (
     BLOCK_SEPARATOR,
@@ -116,6 +112,11 @@ class MemoryStore:
             once, and the next session's snapshot reads its verdicts instead of
             judging unchanged entries again. ``False``: judge every time and
             write nothing there (a read-only diagnosis).
+        backing: Where the notes, archive, journal and staged writes live:
+            the memory folder (``FileBacking``, the default) or rows in
+            PostgreSQL (``hermes_context.memory.postgres``), shared by
+            several processes and machines. ``memory_dir`` then only places
+            the verdict cache.
 
     When each scan runs: a write is refused when the rules match its content
     (alone, or joined with another entry), or when an earlier full scan
@@ -142,6 +143,7 @@ class MemoryStore:
         reviewer: WriteReviewer | None = None,
         remember_verdicts: bool = True,
         overflow: str = "archive",
+        backing: MemoryBacking | None = None,
     ) -> None:
         if write_approval not in APPROVAL_MODES:
             raise ConfigError(
@@ -161,13 +163,14 @@ class MemoryStore:
         self.limits = {"memory": memory_char_limit, "user": user_char_limit}
         self.write_approval = write_approval
         self.overflow = overflow
-        self.archive = Archive(self.memory_dir / ARCHIVE_FILENAME)
         pending = (
             Path(pending_dir) if pending_dir else self.memory_dir.parent / "pending" / "memory"
         )
-        self.pending = PendingQueue(pending)
+        self.backing: MemoryBacking = backing or FileBacking(self.memory_dir, pending)
+        self.archive = self.backing.archive
+        self.pending = self.backing.pending
+        self.journal = self.backing.journal
         self.reviewer = reviewer
-        self.journal = Journal(self.memory_dir / JOURNAL_FILENAME)
         self.verdicts = VerdictCache.for_home(self.memory_dir.parent) if remember_verdicts else None
         self.load_warnings: dict[str, str] = {}
         self.last_reset_backups: dict[str, str] = {}
@@ -201,13 +204,9 @@ class MemoryStore:
         _check_target(target)
         return self.memory_dir / TARGET_FILENAMES[target]
 
-    def _real_path(self, target: str) -> Path:
-        folder = self.memory_dir.resolve()
-        return _fileio.resolve_inside(folder / TARGET_FILENAMES[target], folder)
-
     def _read(self, target: str) -> tuple[str, list[str]]:
         """The file's text and its entries, duplicates left out as Hermes Agent leaves them."""
-        text = _fileio.read_text(self._real_path(target)) or ""
+        text = self.backing.read(target)
         return text, drop_duplicates(parse_entries(text))[0]
 
     def entries(self, target: str) -> list[str]:
@@ -231,7 +230,7 @@ class MemoryStore:
         blocked = list(enumerate(_entries_threats(entries, self.verdicts)))
         self._save_verdicts()
         return {
-            "path": str(self.path(target)),
+            "path": self.backing.location(target),
             "entries": entries,
             "usage": usage(entries),
             "limit": limit,
@@ -444,14 +443,10 @@ class MemoryStore:
         session_id: str | None,
         pending_id: str | None,
     ) -> dict[str, Any]:
-        _fileio.ensure_dir(self.memory_dir)
-        path = self._real_path(target)
-        # Locked by its name in the folder, as Hermes Agent locks it, never by a link's target.
-        with _fileio.file_lock(self.path(target)):
-            _fileio.remove_stale_temps(path)
-            self.journal.settle(path, target)
-            text, before = self._read(target)
-            backup = self._check_drift(target, path, text, before, ops)
+        with self.backing.writing(target) as write:
+            text = write.text()
+            before = drop_duplicates(parse_entries(text))[0]
+            backup = self._check_drift(target, write, text, before, ops)
             after, records = _apply_logged(before, ops)
             after, moved = self._make_room(target, before, after, ops)
             self._check_result(target, kind, before, after, ops)
@@ -471,13 +466,13 @@ class MemoryStore:
                 common["pending_id"] = pending_id
             archived = []
             if moved:  # archived before the file drops them: a crash leaves two copies, not none
-                self.archive.add(target, moved, reason="overflow", session_id=session_id)
+                write.archive(target, moved, reason="overflow", session_id=session_id)
                 archived = [{"action": "archive", "content_hash": content_hash(e)} for e in moved]
             logged = _dedupe_records(text) + records + archived
-            warning = self.journal.logged_write(
-                path, render_entries(after), [{**rec, **common} for rec in logged]
-            )
-            self._unarchive(target, before, after)
+            warning = write.commit(render_entries(after), [{**rec, **common} for rec in logged])
+            # After the notes are written: a copy left in the archive is dropped by the
+            # next write that touches it.
+            write.unarchive(entry_id(target, e) for e in set(after) - set(before))
         message = _done_message(kind, records)
         if moved:
             message += (
@@ -519,37 +514,25 @@ class MemoryStore:
                 moved.append(entry)
         return (kept, moved) if usage(kept) <= limit else (after, [])
 
-    def _unarchive(self, target: str, before: list[str], after: list[str]) -> None:
-        """Drop from the archive the entries this write put back in the file (restored, re-added).
-
-        After the file is written, so never an error: a copy left in the
-        archive is dropped by the next write that touches it.
-        """
-        if not self.archive.path.exists():
-            return
-        back = [entry_id(target, e) for e in set(after) - set(before)]
-        with contextlib.suppress(StoreError, OSError):
-            self.archive.drop(back)
-
     def _check_drift(
-        self, target: str, path: Path, text: str, entries: list[str], ops: list[Operation]
+        self, target: str, write: NotesWrite, text: str, entries: list[str], ops: list[Operation]
     ) -> str | None:
         name = TARGET_FILENAMES[target]
         reason = _drift_reason(text, entries, self.limits[target], name)
         if reason is None:
             return None
-        backup = _fileio.backup_file(path)
+        backup = write.backup()
         if any(op.action != "add" for op in ops):
             raise Failure(
                 failure(
-                    f"{reason} A backup was saved to {backup.name if backup else '(none)'}. Replace and "
+                    f"{reason} A backup was saved to {Path(backup).name if backup else '(none)'}. Replace and "
                     f"remove are refused until a person fixes {name}: tell the user to review it "
                     "('hermes-context memory show') and fix or reset it. Do not retry.",
                     "drift",
-                    backup=str(backup) if backup else None,
+                    backup=backup,
                 )
             )
-        return str(backup) if backup else None
+        return backup
 
     def _check_result(
         self, target: str, kind: str, before: list[str], after: list[str], ops: list[Operation]
@@ -818,27 +801,22 @@ class MemoryStore:
         return done
 
     def _reset_one(self, target: str, origin: str) -> dict[str, str | None] | None:
-        _fileio.ensure_dir(self.memory_dir)
-        path = self._real_path(target)
-        # Locked by its name in the folder, as Hermes Agent locks it, never by a link's target.
-        with _fileio.file_lock(self.path(target)):
-            _fileio.remove_stale_temps(path)
-            self.journal.settle(path, target)
-            data = _fileio.read_bytes(path)
-            if not data:
+        with self.backing.writing(target) as write:
+            text = write.raw_text()
+            if not text:
                 return None
-            backup = _fileio.backup_file(path)
+            backup = write.backup()
             record = {
                 "action": "reset",
                 "target": target,
                 "origin": origin,
                 "session_id": None,
-                "content_hash": content_hash(data.decode("utf-8", "replace")),
+                "content_hash": content_hash(text),
                 "chars": 0,
                 "write_id": uuid.uuid4().hex[:16],
             }
-            warning = self.journal.logged_write(path, "", [record])
-        return {"backup": str(backup) if backup else None, "warning": warning}
+            warning = write.commit("", [record])
+        return {"backup": backup, "warning": warning}
 
 
 def _check_limit(target: str, limit: object) -> None:
