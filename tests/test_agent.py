@@ -827,6 +827,104 @@ def test_a_session_cut_mid_turn_resumes_validly(model, workspace, hermes_home, c
     assert any("cut off" in str(m.get("content")) for m in sent)
 
 
+_CUTS = [
+    [{"role": "user", "content": "what is in app.py?"}],
+    [
+        {"role": "user", "content": "what is in app.py?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "k1",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "app.py"}'},
+                },
+                {
+                    "id": "k2",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "app.py"}'},
+                },
+            ],
+        },
+        {"role": "tool", "tool_call_id": "k1", "content": "partial"},
+    ],
+]
+
+
+def _cut_session(model, workspace, hermes_home, cut):
+    """A session whose last turn a stopped process left unfinished; its id."""
+    model.enqueue(Reply.text("first"))
+    agent = make_agent(model, workspace, hermes_home)
+    agent.run_conversation("hello")
+    agent.db.append_messages(agent.session_id, cut)
+    agent.close(end_session=False)
+    return agent.session_id
+
+
+@pytest.mark.parametrize("cut", _CUTS, ids=["after-user", "mid-tools"])
+def test_a_cut_turn_left_open_is_resumed_without_storing_the_question_twice(
+    model, workspace, hermes_home, cut
+):
+    sid = _cut_session(model, workspace, hermes_home, cut)
+    model.enqueue(Reply.text("app.py returns 42"))
+    agent = make_agent(model, workspace, hermes_home, session_id=sid, repair_cut_turn=False)
+    assert agent.cut_turn() == "what is in app.py?"
+    result = agent.resume_turn()
+    assert result["final_response"] == "app.py returns 42"
+    stored = [r["message"] for r in agent.db.get_message_records(sid)]
+    validate_messages(stored)
+    assert [m["content"] for m in stored if m["role"] == "user"] == ["hello", "what is in app.py?"]
+    assert not any("cut off" in str(m.get("content")) for m in stored)
+    if len(cut) > 1:  # only the call without a result ran again
+        assert [m["tool_call_id"] for m in stored if m["role"] == "tool"] == ["k1", "k2"]
+        assert "return 42" in stored[-2]["content"]
+    assert agent.cut_turn() is None and agent.resume_turn() is None
+
+
+def test_a_cut_turn_left_open_can_be_closed_on_record(model, workspace, hermes_home):
+    sid = _cut_session(model, workspace, hermes_home, _CUTS[1])
+    agent = make_agent(model, workspace, hermes_home, session_id=sid, repair_cut_turn=False)
+    agent.close_cut_turn()
+    assert agent.cut_turn() is None
+    stored = [r["message"] for r in agent.db.get_message_records(sid)]
+    validate_messages(stored)
+    assert stored[-1]["content"].startswith("[the previous turn was cut off")
+
+
+def test_reload_reads_what_another_process_stored(model, workspace, hermes_home):
+    model.enqueue(Reply.text("first"))
+    agent = make_agent(model, workspace, hermes_home)
+    agent.run_conversation("hello")
+    assert agent.reload() is False
+    other = make_agent(model, workspace, hermes_home, session_id=agent.session_id)
+    model.enqueue(Reply.text("second"))
+    other.run_conversation("again")
+    assert agent.reload() is True
+    assert agent.messages[-1]["content"] == "second"
+    model.enqueue(Reply.text("third"))
+    agent.run_conversation("and once more")
+    validate_messages(sent_messages(model))
+    assert [m["content"] for m in sent_messages(model) if m["role"] == "user"] == [
+        "hello",
+        "again",
+        "and once more",
+    ]
+
+
+def test_a_shared_session_store_is_not_closed_by_the_agent(model, workspace, hermes_home):
+    from hermes_context.sessions import SessionDB
+
+    store = SessionDB(hermes_home / "shared.db")
+    model.enqueue(Reply.text("fine"))
+    agent = make_agent(model, workspace, hermes_home, session_store=store)
+    agent.run_conversation("hello")
+    agent.close()
+    assert store.get_session(agent.session_id)["end_reason"] == "closed"
+    assert not (hermes_home / "state.db").exists()
+    store.close()
+
+
 @pytest.mark.parametrize("url", ["not a url", "localhost:8000/v1", "http://[::1", "ftp://x/v1"])
 def test_a_base_url_argument_that_is_not_an_http_url_is_refused_at_once(url):
     with pytest.raises(ConfigError, match="base_url= must be an http:// or https:// URL"):

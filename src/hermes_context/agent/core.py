@@ -24,6 +24,7 @@ from ..config import Config, check_base_url, load_config
 from ..errors import ConfigError, LLMAPIError
 from ..llm import ChatClient, ChatModel, ChatResponse, build_summarizer
 from ..memory import MemoryManager, MemoryStore, e5
+from ..memory.backing import MemoryBacking
 from ..messages import json_loads_or_none
 from ..providers import load_provider
 from ..references import expand_references
@@ -113,6 +114,16 @@ class AIAgent:
         chat_model: The model to talk to (a ``ChatModel``, e.g. a ``ChatClient`` or
             ``hermes_context.llm.testing.FunctionModel``); then no ``base_url`` is
             needed and the model's name is its ``model``.
+        session_store: The session store to use instead of the home's
+            ``state.db`` (shared: the agent never closes it), e.g. a
+            ``PostgresSessionStore`` that several bridge replicas share.
+        memory_backing: Where the memory notes live (default: the memory folder);
+            see ``MemoryStore``.
+        repair_cut_turn: True: a stored history that ends in a turn the process
+            never finished is closed on record when the session is opened. False
+            (bridge replicas): left as it is; the caller resumes it
+            (``resume_turn``) or closes it (``close_cut_turn``) once it holds the
+            session.
     """
 
     def __init__(
@@ -145,6 +156,9 @@ class AIAgent:
         retry_partial_streams: bool = True,
         tools: ToolRegistry | None = None,
         chat_model: ChatModel | None = None,
+        session_store: SessionDB | None = None,
+        memory_backing: MemoryBacking | None = None,
+        repair_cut_turn: bool = True,
     ) -> None:
         if not isinstance(max_iterations, int) or max_iterations < 1:
             raise ConfigError(f"max_iterations must be a positive integer, got {max_iterations!r}")
@@ -186,6 +200,7 @@ class AIAgent:
             if memory_home is not None
             else self.config
         )
+        self._memory_backing = memory_backing
         self.notice_percent = DEFAULT_NOTICE_PERCENT
         self.client: ChatModel = chat_model or ChatClient(
             base_url=str(mc.base_url), api_key=mc.resolved_api_key(), model=self.model
@@ -207,8 +222,10 @@ class AIAgent:
         self.toolsets = self._pick_toolsets(enabled_toolsets)
         self.tool_schemas = self.tools.schemas(self.toolsets)
         self._tool_tokens = estimate_tokens_rough(json.dumps(self.tool_schemas))
-        self.db = SessionDB(self.hermes_home / DB_FILENAME)
-        if self._memory_config.memory.semantic_session_search and e5.available():
+        # A store passed in is shared (several agents, a bridge): the agent never closes it.
+        self._owns_db = session_store is None
+        self.db = session_store or SessionDB(self.hermes_home / DB_FILENAME)
+        if self._owns_db and self._memory_config.memory.semantic_session_search and e5.available():
             self.db.use_semantic(e5.embed)
         self._cancel = threading.Event()
         self._lock = threading.RLock()
@@ -221,6 +238,7 @@ class AIAgent:
         self._ids: list[int | None] = []
         self._tokens: list[int] = []
         self.prompt_parts: prompts.SystemPrompt | None = None
+        self._repair_on_open = repair_cut_turn
         self._open_session(session_id, skip_context_files, load_soul_identity)
         self.tool_context = ToolContext(
             workspace=self.cwd,
@@ -276,7 +294,7 @@ class AIAgent:
         mem = self.config.memory
         if (skip_memory and not requested) or not (mem.memory_enabled or mem.user_profile_enabled):
             return None
-        store = MemoryStore.from_config(self._memory_config)
+        store = MemoryStore.from_config(self._memory_config, backing=self._memory_backing)
         store.load_from_disk()
         return store
 
@@ -323,7 +341,8 @@ class AIAgent:
             self.db.attach_compressor(self.session_id, self.compressor)
             self._load_messages()
             if self.messages and self.messages[0].get("role") == "system":
-                self._repair_cut_turn()
+                if self._repair_on_open:
+                    self._repair_cut_turn()
                 return
         else:
             self.session_id = self.db.create_session(
@@ -350,7 +369,8 @@ class AIAgent:
         self.messages.insert(0, system)
         self._ids[:0] = ids
         self._tokens.insert(0, estimate_messages_tokens_rough([system]))
-        self._repair_cut_turn()
+        if self._repair_on_open:
+            self._repair_cut_turn()
 
     def _repair_cut_turn(self) -> None:
         """A process killed mid-turn leaves a user message or tool calls unanswered:
@@ -438,7 +458,8 @@ class AIAgent:
                 finally:
                     self.memory_manager.shutdown()
                     self.client.close()
-                    self.db.close()
+                    if self._owns_db:
+                        self.db.close()
 
     def review_now(
         self, *, review_memory: bool = True, review_skills: bool = True
@@ -481,15 +502,81 @@ class AIAgent:
 
     # -- the turn -----------------------------------------------------------
 
-    def _turn(self, user_message: str) -> dict[str, Any]:
+    def cut_turn(self) -> str | None:
+        """The user message of a turn the stored history leaves unfinished, or ``None``.
+
+        A process stopped mid-turn leaves the user message, or tool calls, or
+        tool results, without the answer that ends the turn.
+        """
+        last = self.messages[-1] if len(self.messages) > 1 else None
+        if last is None or (last.get("role") == "assistant" and not last.get("tool_calls")):
+            return None
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                content = message.get("content")
+                return content if isinstance(content, str) else json.dumps(content)
+        return None
+
+    def close_cut_turn(self) -> None:
+        """Close an unfinished stored turn on record (tool calls answered as not run)."""
+        with self._lock:
+            if self.cut_turn() is not None:
+                self._repair_cut_turn()
+
+    def resume_turn(self) -> dict[str, Any] | None:
+        """Finish a turn the stored history leaves unfinished; ``None`` when there is none.
+
+        Tool calls without a result are run, then the model is asked again; the
+        user message is not stored a second time. (A tool a stopped process
+        ran but whose result it never stored runs again.)
+        """
+        with self._lock:
+            if self._closed:
+                raise ConfigError("this agent is closed; create a new AIAgent")
+            user_message = self.cut_turn()
+            if user_message is None:
+                return None
+            self._cancel.clear()
+            turn = self._start_turn()
+            self._recall = self.memory_manager.prefetch(user_message, self.session_id)
+            self._run_tools(self._unanswered_calls())
+            return self._loop(turn, user_message)
+
+    def reload(self) -> bool:
+        """Read the session's messages again if another process stored some since; whether it did."""
+        with self._lock:
+            records = self.db.get_message_records(self.session_id)
+            if [r["id"] for r in records] == self._ids:
+                return False
+            self._load_messages()
+            return True
+
+    def _unanswered_calls(self) -> list[dict[str, Any]]:
+        answered: set[str] = set()
+        for message in reversed(self.messages):
+            if message.get("role") != "tool":
+                calls = (
+                    message.get("tool_calls") or [] if message.get("role") == "assistant" else []
+                )
+                return [c for c in calls if c.get("id") not in answered]
+            answered.add(str(message.get("tool_call_id")))
+        return []
+
+    def _start_turn(self) -> _Turn:
         self.compressor.start_turn()
         if self.memory is not None:
             self.memory.start_turn(self.session_id)
+        return _Turn()
+
+    def _turn(self, user_message: str) -> dict[str, Any]:
+        turn = self._start_turn()
         self._idle_compact()
-        turn = _Turn()
         content = self._expand(user_message)
         self._recall = self.memory_manager.prefetch(user_message, self.session_id)
         self._append([{"role": "user", "content": content}])
+        return self._loop(turn, user_message)
+
+    def _loop(self, turn: _Turn, user_message: str) -> dict[str, Any]:
         final = ""
         while True:
             if self._cancel.is_set():

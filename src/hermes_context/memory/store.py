@@ -181,11 +181,17 @@ class MemoryStore:
         self._written_lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, config: Config, *, reviewer: WriteReviewer | None = None) -> MemoryStore:
+    def from_config(
+        cls,
+        config: Config,
+        *,
+        reviewer: WriteReviewer | None = None,
+        backing: MemoryBacking | None = None,
+    ) -> MemoryStore:
         """A store for ``config.hermes_home`` with the ``memory.*`` settings.
 
         ``reviewer``: see the class; ``LLMWriteReviewer.from_config(config)`` gives
-        the configured one (or ``None``).
+        the configured one (or ``None``). ``backing``: see the class.
         """
         mem = config.memory
         return cls(
@@ -195,6 +201,7 @@ class MemoryStore:
             write_approval=mem.write_approval,
             reviewer=reviewer,
             overflow=mem.overflow,
+            backing=backing,
         )
 
     # -- paths and reading -------------------------------------------------
