@@ -93,6 +93,8 @@ bridge:
   cors_origins: ''
   max_concurrent_turns: 32
   turn_timeout_seconds: 300
+  store: ''
+  replica_timeout_seconds: 10
 """
 NO_FILE = "none (defaults and environment only)"
 

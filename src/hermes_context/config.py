@@ -36,6 +36,7 @@ from .hermes_config import (
     read_hermes_keys,
     resolve_endpoints,
 )
+from .pgsql import redact_url
 
 DEFAULT_HOME = "~/.hermes-context"
 CONFIG_FILENAME = "config.yaml"
@@ -233,6 +234,17 @@ def _one_of(*choices: str) -> Check:
 
 
 _COUNT = _at_least(0)
+
+
+def _store_url(key: str, value: str) -> str:
+    if value and not value.startswith(("postgresql://", "postgres://")):
+        raise _invalid(
+            key,
+            "'' (the home's state.db and files) or a postgresql:// URL",
+            value,
+            "e.g. postgresql://user@db.example:5432/hermes",
+        )
+    return value
 
 
 # --- the settings -----------------------------------------------------------
@@ -489,6 +501,18 @@ class BridgeConfig:
         "a turn still running this long after it arrived is interrupted and ends with an error",
         check=_at_least(1),
     )
+    store: str = _setting(
+        "",
+        "where sessions, memory, tokens and turns live: '' (the home) or postgresql://... "
+        "(shared by bridge replicas)",
+        check=_store_url,
+    )
+    replica_timeout_seconds: int = _setting(
+        10,
+        "with a PostgreSQL store: a replica silent this long is dead (its sessions and turns "
+        "are taken over)",
+        check=_at_least(1),
+    )
 
 
 @dataclass
@@ -516,6 +540,8 @@ class Config:
         for section in (data["model"], data["auxiliary"]["compression"]):
             if section.get("api_key"):
                 section["api_key"] = "***"
+        if data["bridge"].get("store"):
+            data["bridge"]["store"] = redact_url(data["bridge"]["store"])
         data["hermes_home"] = str(self.hermes_home)
         data["path"] = str(self.path) if self.path else None
         data["sources"] = dict(self.sources)

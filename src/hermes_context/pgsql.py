@@ -112,6 +112,13 @@ def store_errors(what: str) -> Iterator[None]:
         raise
 
 
+@contextlib.contextmanager
+def transaction(pool: psycopg_pool.ConnectionPool, what: str) -> Iterator[psycopg.Connection[Any]]:
+    """A pooled connection in one transaction, committed at the end; errors as ``StoreError``."""
+    with store_errors(what), pool.connection() as conn:
+        yield conn
+
+
 def migrate(
     conn: psycopg.Connection[Any],
     component: str,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -24,7 +25,7 @@ from starlette.exceptions import HTTPException
 from ..agent import AIAgent
 from ..config import Config
 from ..errors import ConfigError, HermesContextError
-from ..sessions import DB_FILENAME, SessionDB, SessionStore
+from ..sessions import SessionStore
 from .deps import SESSION_HEADER, Bridge
 from .errors import BridgeError, classify, error_response
 from .middleware import AccessLog, BodyLimit
@@ -34,6 +35,7 @@ from .redact import Redactor
 from .routes import memory, openai_facade, turns, ui
 from .routes import sessions as session_routes
 from .runner import TurnRunner
+from .stores import BridgeStores, open_stores
 from .tokens import TokenStore
 from .views import user_home
 
@@ -66,7 +68,7 @@ def create_app(
         yield
         bridge.runner.close()
         bridge.pool.close_all()  # every agent flushed and its session ended
-        bridge.db.close()
+        bridge.stores.close()
 
     app = FastAPI(
         title="hermes-context bridge",
@@ -91,8 +93,9 @@ def _assemble(config: Config, tokens: TokenStore | None, db: SessionStore | None
         paths=[config.hermes_home],
         urls=[config.model.base_url, config.auxiliary.compression.base_url],
     )
+    stores = open_stores(config, tokens=tokens, sessions=db)
     pool = AgentPool(
-        agent_factory(config),
+        agent_factory(config, stores),
         home=str(config.hermes_home),
         model=str(config.model.name),
         max_agents=settings.max_agents,
@@ -104,20 +107,24 @@ def _assemble(config: Config, tokens: TokenStore | None, db: SessionStore | None
         max_workers=settings.max_concurrent_turns,
         timeout_seconds=settings.turn_timeout_seconds,
         redact=redact,
+        ledger=stores.ledger,
     )
     return Bridge(
         config=config,
         settings=settings,
-        db=db or SessionDB(config.hermes_home / DB_FILENAME),
-        tokens=tokens or TokenStore(config.hermes_home),
+        db=stores.sessions,
+        tokens=stores.tokens,
         pool=pool,
         runner=runner,
         redact=redact,
         limiter=RateLimiter(settings.rate_limit_per_minute),
+        stores=stores,
     )
 
 
-def agent_factory(config: Config) -> Callable[[str | None, str], AIAgent]:
+def agent_factory(
+    config: Config, stores: BridgeStores | None = None
+) -> Callable[[str | None, str], AIAgent]:
     """``factory(session_id, user_id)``: the seed's bridge agent for a session of a user.
 
     The seed's bridge call (quiet, no context files, no soul identity, memory per
@@ -125,7 +132,9 @@ def agent_factory(config: Config) -> Callable[[str | None, str], AIAgent]:
     own folder: skills always (a skill one user saves must not reach another's
     prompt), memory and provider data too with ``bridge.skip_memory: false``, and
     a workspace the file tools and ``@file`` references are confined to (never
-    the server's working directory).
+    the server's working directory). With shared ``stores`` (PostgreSQL) the
+    agent uses their session store and the user's memory there, and leaves a
+    turn another replica did not finish for the turn runner to resume or close.
     """
 
     def factory(session_id: str | None, user_id: str) -> AIAgent:
@@ -145,9 +154,20 @@ def agent_factory(config: Config) -> Callable[[str | None, str], AIAgent]:
             user_id=user_id,
             config=config,
             source="bridge",
+            **_shared_stores(stores, user_id),
         )
 
     return factory
+
+
+def _shared_stores(stores: BridgeStores | None, user_id: str) -> dict[str, Any]:
+    if stores is None or not stores.shared:
+        return {}
+    return {
+        "session_store": stores.sessions,
+        "memory_backing": stores.memory_backing(user_id),
+        "repair_cut_turn": False,
+    }
 
 
 def _add_middleware(app: FastAPI, bridge: Bridge) -> None:

@@ -11,11 +11,12 @@ from fastapi import Depends, Header, Request
 from ..config import BridgeConfig, Config
 from ..sessions import SessionStore
 from .errors import BridgeError
+from .ledger import TurnLedger
 from .pool import AgentPool
 from .ratelimit import RateLimiter
 from .redact import Redactor
 from .runner import TurnRunner
-from .tokens import TokenStore
+from .stores import BridgeStores
 
 SESSION_HEADER = "X-Hermes-Session"
 # Seconds a rate-limited client is told to wait (the window is a sliding minute).
@@ -29,11 +30,22 @@ class Bridge:
     config: Config
     settings: BridgeConfig
     db: SessionStore
-    tokens: TokenStore
+    tokens: Any
     pool: AgentPool
     runner: TurnRunner
     redact: Redactor
     limiter: RateLimiter
+    stores: BridgeStores
+
+    @property
+    def shared(self) -> bool:
+        """Whether other bridge processes share the stores (PostgreSQL)."""
+        return self.stores.shared
+
+    @property
+    def ledger(self) -> TurnLedger:
+        """Turns, their events and session leases (``TurnRunner.ledger``)."""
+        return self.runner.ledger
 
     def owned(self, session_id: str, user_id: str) -> dict[str, Any]:
         """The session's row if it is the user's; another user's answers 404 like a missing one."""

@@ -36,6 +36,7 @@ STATUS_OF_TYPE = {
     "not_found": 404,
     "method_not_allowed": 405,
     "memory_off": 409,
+    "idempotency_conflict": 409,
     "request_too_large": 413,
     "validation_error": 422,
     "rate_limit": 429,
@@ -46,6 +47,7 @@ STATUS_OF_TYPE = {
     "stream_reset": 502,
     "read_only": 503,
     "store_busy": 503,
+    "turn_interrupted": 503,
     "turn_timeout": 504,
     "insufficient_storage": 507,
 }

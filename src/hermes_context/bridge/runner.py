@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import HermesContextError
 from .errors import BridgeError, classify, error_body
+from .ledger import LocalLedger, TurnLedger, TurnRecord
 from .pool import AgentPool, Slot
 from .redact import Redactor
 
@@ -41,24 +43,47 @@ INTERRUPT_REPEAT_SECONDS = 2.0
 SHUTDOWN_WAIT_SECONDS = 10.0
 
 Event = tuple[str, dict[str, Any]]
+# An event and the sequence number the turn ledger stored it under (None: live only).
+Frame = tuple[str, dict[str, Any], int | None]
 
 
 class EventQueue:
     """One job's events, put from any thread, read on the event loop; ended exactly once.
 
-    Events put after the end (a job that goes on past its deadline) are dropped.
+    With a ``record`` function (the turn ledger's), an event put from a worker
+    thread is stored first and carries the sequence number it was stored
+    under; events put on the event loop itself (``queued`` notices) are live
+    only. Events put after the end (a job that goes on past its deadline) are
+    dropped.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        record: Callable[[str, dict[str, Any]], int] | None = None,
+    ) -> None:
         self.loop = loop
-        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self.record = record
+        self._queue: asyncio.Queue[Frame | None] = asyncio.Queue()
         self._ended = False
         self._lock = threading.Lock()
 
     def put(self, kind: str, data: dict[str, Any]) -> None:
         with self._lock:
-            if not self._ended:
-                self._send((kind, data))
+            if self._ended:
+                return
+            seq = self._record(kind, data)
+            self._send((kind, data, seq))
+
+    def _record(self, kind: str, data: dict[str, Any]) -> int | None:
+        if self.record is None or _on_loop(self.loop):
+            return None
+        try:
+            return self.record(kind, data)
+        except Exception as exc:  # noqa: BLE001 - the live stream goes on without the ledger
+            LOG.warning("storing a turn event failed, the rest are live only: %s", exc)
+            self.record = None
+            return None
 
     def end(self) -> None:
         with self._lock:
@@ -66,27 +91,37 @@ class EventQueue:
                 self._ended = True
                 self._send(None)
 
-    def _send(self, item: Event | None) -> None:
+    def _send(self, item: Frame | None) -> None:
         try:
             self.loop.call_soon_threadsafe(self._queue.put_nowait, item)
         except RuntimeError:  # the loop has closed (server shutting down): nobody listens
             pass
 
-    async def get(self, timeout: float) -> Event | None:
+    async def get(self, timeout: float) -> Frame | None:
         """The next event, None at the end; ``TimeoutError`` after ``timeout`` seconds."""
         return await asyncio.wait_for(self._queue.get(), timeout)
 
-    def get_nowait(self) -> Event | None:
+    def get_nowait(self) -> Frame | None:
         return self._queue.get_nowait()
 
 
-async def relay(
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+async def relay_frames(
     events: EventQueue,
     worker: concurrent.futures.Future[Any],
     *,
     poll_seconds: float = LIVENESS_POLL_SECONDS,
-) -> AsyncIterator[Event]:
-    """The events of a job until its end; if the worker is gone without ending, an error."""
+) -> AsyncIterator[Frame]:
+    """The events of a job, with their ledger sequence numbers, until its end.
+
+    If the worker is gone without ending the stream, an ``error`` ends it.
+    """
     while True:
         try:
             item = await events.get(poll_seconds)
@@ -98,11 +133,22 @@ async def relay(
                 item = events.get_nowait()
             except asyncio.QueueEmpty:
                 message = "the turn's worker stopped without finishing; retry the turn"
-                yield "error", error_body(kind="worker_lost", message=message)
+                yield "error", error_body(kind="worker_lost", message=message), None
                 return
         if item is None:
             return
         yield item
+
+
+async def relay(
+    events: EventQueue,
+    worker: concurrent.futures.Future[Any],
+    *,
+    poll_seconds: float = LIVENESS_POLL_SECONDS,
+) -> AsyncIterator[Event]:
+    """The events of a job until its end (``relay_frames`` without the sequence numbers)."""
+    async for kind, data, _ in relay_frames(events, worker, poll_seconds=poll_seconds):
+        yield kind, data
 
 
 @dataclass(eq=False)
@@ -114,7 +160,9 @@ class Job:
     events: EventQueue
     deadline: float
     label: str
+    turn: TurnRecord | None = None
     done: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
+    cancel: threading.Event = field(default_factory=threading.Event)
     started: bool = False
     expired: bool = False
     timer: asyncio.TimerHandle | None = None
@@ -124,9 +172,16 @@ class TurnRunner:
     """Runs jobs on agents of ``pool``: bounded, serialised per session, with a deadline."""
 
     def __init__(
-        self, pool: AgentPool, *, max_workers: int, timeout_seconds: float, redact: Redactor
+        self,
+        pool: AgentPool,
+        *,
+        max_workers: int,
+        timeout_seconds: float,
+        redact: Redactor,
+        ledger: TurnLedger | None = None,
     ) -> None:
         self.pool = pool
+        self.ledger: TurnLedger = ledger or LocalLedger()
         self.max_workers = max_workers
         self.timeout_seconds = timeout_seconds
         self.redact = redact
@@ -165,10 +220,22 @@ class TurnRunner:
 
     # -- jobs --------------------------------------------------------------------------
 
-    def submit(self, slot: Slot, work: Callable[[Job], Any], *, label: str) -> Job:
-        """Queue ``work`` on ``slot`` (whose lease the job takes over); call on the event loop."""
+    def submit(
+        self,
+        slot: Slot,
+        work: Callable[[Job], Any],
+        *,
+        label: str,
+        turn: TurnRecord | None = None,
+    ) -> Job:
+        """Queue ``work`` on ``slot`` (whose lease the job takes over); call on the event loop.
+
+        With a ``turn``, the job's events are stored in the ledger under it and
+        the turn is finished there when the job ends.
+        """
         loop = asyncio.get_running_loop()
-        job = Job(slot, work, EventQueue(loop), time.monotonic() + self.timeout_seconds, label)
+        events = EventQueue(loop, self._recorder(turn) if turn is not None else None)
+        job = Job(slot, work, events, time.monotonic() + self.timeout_seconds, label, turn)
         job.timer = loop.call_later(self.timeout_seconds, self._expire, job)
         with self._lock:
             self._jobs.add(job)
@@ -184,6 +251,12 @@ class TurnRunner:
         if queued is not None:
             job.events.put("status", {"kind": "queued", **queued})
         return job
+
+    def _recorder(self, turn: TurnRecord) -> Callable[[str, dict[str, Any]], int]:
+        def record(kind: str, data: dict[str, Any]) -> int:
+            return self.ledger.append(turn.turn_id, [(kind, data)])[0]
+
+        return record
 
     async def result(self, job: Job) -> Any:
         """What ``job.work`` returned (or raised), by its deadline."""
@@ -207,7 +280,7 @@ class TurnRunner:
             if not job.started:
                 job.done.set_exception(BridgeError("turn_timeout", self._timeout_message(job)))
                 return
-            with job.slot.lock:
+            with job.slot.lock, self._session_lease(job):
                 try:
                     job.done.set_result(job.work(job))
                 finally:
@@ -215,8 +288,39 @@ class TurnRunner:
         except BaseException as exc:  # noqa: BLE001 - whatever happens, the stream must end
             self._failed(job, exc)
         finally:
+            self._close_turn(job)
             job.events.end()
             self._finish(job)
+
+    @contextlib.contextmanager
+    def _session_lease(self, job: Job) -> Iterator[None]:
+        """Hold the session across processes for the job (the ledger's lease; a no-op locally)."""
+        session_id = job.slot.agent.session_id
+        remaining = max(0.0, job.deadline - time.monotonic())
+        if not self.ledger.acquire(session_id, timeout=remaining, cancel=job.cancel):
+            raise BridgeError("turn_timeout", self._timeout_message(job))
+        try:
+            yield
+        finally:
+            try:
+                self.ledger.release(session_id)
+            except Exception as exc:  # noqa: BLE001 - the lease ends with the replica anyway
+                LOG.warning("releasing the session lease of %s failed: %s", session_id, exc)
+
+    def _close_turn(self, job: Job) -> None:
+        """Finish the job's turn in the ledger: followers elsewhere see how it ended."""
+        if job.turn is None:
+            return
+        failed = not job.done.done() or job.done.exception() is not None
+        try:
+            if job.expired:
+                message = self._timeout_message(job)
+                self.ledger.append(
+                    job.turn.turn_id, [("error", error_body(kind="turn_timeout", message=message))]
+                )
+            self.ledger.finish(job.turn.turn_id, "failed" if failed or job.expired else "done")
+        except Exception as exc:  # noqa: BLE001 - a retry will find it running and take it over
+            LOG.warning("finishing turn %s in the ledger failed: %s", job.turn.turn_id, exc)
 
     def _failed(self, job: Job, exc: BaseException) -> None:
         if isinstance(exc, HermesContextError):
@@ -256,6 +360,7 @@ class TurnRunner:
             job.expired = True
             started = job.started
         LOG.warning("%s passed its deadline of %s s", job.label, self.timeout_seconds)
+        job.cancel.set()  # a job still waiting for its session elsewhere stops waiting
         # The stream ends first: what the interrupted turn still sends is not for the client.
         job.events.put("error", error_body(kind="turn_timeout", message=self._timeout_message(job)))
         job.events.end()

@@ -25,8 +25,23 @@ TOKEN_PREFIX = "hct_"
 USER_ID_MAX_CHARS = 128
 
 
-def _hash(token: str) -> str:
+def token_hash(token: str) -> str:
+    """What is stored of a token: its SHA-256, hex."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def check_user_id(user_id: str) -> str:
+    """``user_id`` without surrounding spaces.
+
+    Raises:
+        ValueError: it is empty, too long or holds spaces.
+    """
+    user_id = user_id.strip()
+    if not user_id or len(user_id) > USER_ID_MAX_CHARS or any(c.isspace() for c in user_id):
+        raise ValueError(
+            f"the user id must be 1-{USER_ID_MAX_CHARS} characters without spaces, got {user_id!r}"
+        )
+    return user_id
 
 
 class TokenStore:
@@ -39,11 +54,7 @@ class TokenStore:
 
     def add(self, user_id: str) -> tuple[str, str]:
         """Make a token for ``user_id``; return ``(token id, token)`` (the token is not kept)."""
-        user_id = user_id.strip()
-        if not user_id or len(user_id) > USER_ID_MAX_CHARS or any(c.isspace() for c in user_id):
-            raise ValueError(
-                f"the user id must be 1-{USER_ID_MAX_CHARS} characters without spaces, got {user_id!r}"
-            )
+        user_id = check_user_id(user_id)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token_id = secrets.token_hex(4)
         with self._lock:
@@ -52,7 +63,7 @@ class TokenStore:
                 {
                     "id": token_id,
                     "user_id": user_id,
-                    "hash": _hash(token),
+                    "hash": token_hash(token),
                     "created_at": time.time(),
                 }
             )
@@ -77,7 +88,7 @@ class TokenStore:
         """The user id of ``token``, or None."""
         if not token or not token.startswith(TOKEN_PREFIX):
             return None
-        digest = _hash(token)
+        digest = token_hash(token)
         found = None
         for entry in self._read():
             if hmac.compare_digest(entry["hash"], digest):

@@ -16,11 +16,14 @@ from typing import Any
 
 from ..errors import HermesContextError
 from .errors import classify, error_body
+from .ledger import TurnLedger
 from .pool import AgentPool
 from .redact import Redactor
 from .runner import Event, Job
 from .views import message_view
 
+# The status a turn sends first: the last stored message id before its question.
+STARTED = "turn_started"
 # Data keys an agent event may carry that the status event itself uses.
 RENAMED_KEYS = {"kind": "error_kind"}
 # The agent attribute that says whether a streamed request whose text was already
@@ -49,25 +52,43 @@ def turn_work(
     redact: Redactor,
     *,
     retry_partial_streams: bool | None = None,
+    shared: bool = False,
+    resume: bool = False,
+    ledger: TurnLedger | None = None,
 ) -> Callable[[Job], dict[str, Any] | None]:
     """The job that runs one turn and sends its events.
 
     Args:
         retry_partial_streams: Set on the agent for this turn (None: its own setting).
+        shared: The session store is shared with other bridge processes: the
+            agent first reads what they stored since its last turn, and a turn
+            one of them left unfinished is closed on record (unless resumed).
+        resume: Finish the turn a replica that died started (the job's turn in
+            ``ledger``): resumed if its question was stored, else run afresh.
+        ledger: Where the job's turn and its events are.
     """
 
     def work(job: Job) -> dict[str, Any] | None:
         agent, events = job.slot.agent, job.events
+        if shared:
+            agent.reload()
+        resuming = resume and _stored_since_start(job, ledger, agent)
+        if shared and not resuming:
+            agent.close_cut_turn()
+        if not resuming:  # where this turn starts, for a replica that may have to resume it
+            ids = [r["id"] for r in agent.message_records() if r["id"] is not None]
+            events.put("status", {"kind": STARTED, "after_message_id": max(ids, default=0)})
         before = {r["id"] for r in agent.message_records()}
         previous = getattr(agent, RETRY_PARTIAL_STREAMS, True)
         agent.status_callback = lambda event, data: events.put(*status_event(event, data, redact))
         agent.stream_callback = lambda piece: events.put("delta", {"text": piece})
         if retry_partial_streams is not None:
             setattr(agent, RETRY_PARTIAL_STREAMS, retry_partial_streams)
-        result = None
+        result, failed = None, False
         try:
-            result = agent.run_conversation(text)
+            result = agent.resume_turn() if resuming else agent.run_conversation(text)
         except HermesContextError as exc:
+            failed = True
             error = classify(exc, redact)
             events.put("error", error_body(kind=error.kind, message=str(error)))
         finally:
@@ -78,11 +99,46 @@ def turn_work(
                     events.put("message", message_view(agent.session_id, record))
             if agent.session_id != session_id:
                 pool.rekey(session_id, job.slot)
+        if result is None and resuming and not failed:
+            result = finished_result(agent)  # the dead replica stored the answer, not its end
         if result is not None:
             events.put("done", done_data(result))
         return result
 
     return work
+
+
+def _stored_since_start(job: Job, ledger: TurnLedger | None, agent: Any) -> bool:
+    """Whether the turn being resumed stored anything (its question at least) before it stopped.
+
+    Each turn records where it starts (``turn_started``, the last message id
+    before its question) before the agent runs; without that mark, or with no
+    message stored after it, the question never reached the store.
+    """
+    if ledger is None or job.turn is None:
+        return False
+    marks = [
+        data.get("after_message_id")
+        for _, kind, data in ledger.events(job.turn.turn_id)
+        if kind == "status" and data.get("kind") == STARTED
+    ]
+    if not marks or not isinstance(marks[0], int):
+        return False
+    return any(r["id"] is not None and r["id"] > marks[0] for r in agent.message_records())
+
+
+def finished_result(agent: Any) -> dict[str, Any]:
+    """A turn's result from what the session stores: its last answer (nothing was left to run)."""
+    answers = [m for m in agent.messages if m.get("role") == "assistant" and m.get("content")]
+    final = answers[-1]["content"] if answers else ""
+    return {
+        "session_id": agent.session_id,
+        "final_response": final if isinstance(final, str) else json.dumps(final),
+        "usage": {},
+        "compressions": [],
+        "iterations": 0,
+        "interrupted": False,
+    }
 
 
 def done_data(result: dict[str, Any]) -> dict[str, Any]:

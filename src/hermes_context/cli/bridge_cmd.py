@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 import click
 
-from ..bridge import TokenStore, create_app
-from ..config import load_config
+from ..bridge import create_app
+from ..bridge.stores import token_store
+from ..config import Config, load_config
+from ..pgsql import is_postgres_url, redact_url
 from ._common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
@@ -16,6 +19,14 @@ from ._common import (
     handle_errors,
     home_option,
     json_option,
+)
+
+store_option = click.option(
+    "--store",
+    default=None,
+    metavar="URL",
+    help="postgresql://... to keep sessions, memory, tokens and turns there, shared by "
+    "replicas (default: bridge.store; '' for the home).",
 )
 
 
@@ -31,21 +42,24 @@ def bridge() -> None:
 @click.option(
     "--port", type=click.IntRange(1, 65535), default=None, help="Port (default: bridge.port, 8642)."
 )
+@store_option
 @home_option
 @handle_errors
-def serve(host: str | None, port: int | None, hermes_home: str | None) -> None:
+def serve(host: str | None, port: int | None, store: str | None, hermes_home: str | None) -> None:
     """Serve the bridge until interrupted (Ctrl-C closes every agent cleanly).
 
     Prints the address once it listens; one access-log line per request goes
-    to stderr (client, user, method, path, status, time; never a token).
+    to stderr (client, user, method, path, status, time; never a token). With
+    a PostgreSQL store, run as many of these as you like, on any machines:
+    they serve the same users (docs/deploying.md).
     """
-    config = load_config(hermes_home=hermes_home)
+    config = _config(hermes_home, store)
     try:
         from ..bridge.server import serve as run_server
     except ImportError:
         fail('the bridge needs its extra: pip install "hermes-context[bridge]"', EXIT_USAGE)
     app = create_app(config)
-    if not TokenStore(config.hermes_home).entries():
+    if not app.state.tokens.entries():
         click.echo("warning: no tokens yet: hermes-context bridge token add USER", err=True)
     run_server(
         app,
@@ -57,6 +71,19 @@ def serve(host: str | None, port: int | None, hermes_home: str | None) -> None:
     )
 
 
+def _config(hermes_home: str | None, store: str | None) -> Config:
+    """The home's config, with ``--store`` in place of ``bridge.store`` when given."""
+    config = load_config(hermes_home=hermes_home)
+    if store is None:
+        return config
+    if store and not is_postgres_url(store):
+        fail(
+            f"--store takes a postgresql:// URL (or '' for the home), got {redact_url(store)!r}",
+            EXIT_USAGE,
+        )
+    return dataclasses.replace(config, bridge=dataclasses.replace(config.bridge, store=store))
+
+
 @bridge.group("token")
 def token() -> None:
     """Bearer tokens: each maps to one user id."""
@@ -64,25 +91,28 @@ def token() -> None:
 
 @token.command("add")
 @click.argument("user_id")
+@store_option
 @home_option
 @handle_errors
-def token_add(user_id: str, hermes_home: str | None) -> None:
+def token_add(user_id: str, store: str | None, hermes_home: str | None) -> None:
     """Make a token for USER_ID; it is printed once, as the last word of the output."""
-    store = TokenStore(load_config(hermes_home=hermes_home).hermes_home)
-    try:
-        token_id, value = store.add(user_id)
-    except ValueError as exc:
-        fail(str(exc), EXIT_USAGE)
+    with token_store(_config(hermes_home, store)) as tokens:
+        try:
+            token_id, value = tokens.add(user_id)
+        except ValueError as exc:
+            fail(str(exc), EXIT_USAGE)
     click.echo(f"token {token_id} for {user_id} (shown once; only its hash is stored): {value}")
 
 
 @token.command("list")
+@store_option
 @home_option
 @json_option
 @handle_errors
-def token_list(hermes_home: str | None, as_json: bool) -> None:
+def token_list(hermes_home: str | None, store: str | None, as_json: bool) -> None:
     """The tokens' ids and users (never the tokens)."""
-    entries = TokenStore(load_config(hermes_home=hermes_home).hermes_home).entries()
+    with token_store(_config(hermes_home, store)) as tokens:
+        entries = tokens.entries()
     if as_json:
         emit_json({"tokens": entries})
         return
@@ -95,10 +125,13 @@ def token_list(hermes_home: str | None, as_json: bool) -> None:
 
 @token.command("revoke")
 @click.argument("token_id")
+@store_option
 @home_option
 @handle_errors
-def token_revoke(token_id: str, hermes_home: str | None) -> None:
+def token_revoke(token_id: str, store: str | None, hermes_home: str | None) -> None:
     """Revoke the token with TOKEN_ID (see token list)."""
-    if not TokenStore(load_config(hermes_home=hermes_home).hermes_home).revoke(token_id):
+    with token_store(_config(hermes_home, store)) as tokens:
+        revoked = tokens.revoke(token_id)
+    if not revoked:
         fail(f"no token {token_id!r}: see `hermes-context bridge token list`", EXIT_NOT_FOUND)
     click.echo(f"revoked {token_id}")

@@ -38,6 +38,7 @@ from .journal import JournalScan
 
 if TYPE_CHECKING:
     import psycopg
+    import psycopg_pool
 
 COMPONENT = "memory"
 
@@ -98,20 +99,24 @@ class PostgresMemory:
     Args:
         url: ``postgresql://…`` (libpq URL; ``options=-csearch_path=…`` picks a schema).
         max_size: Connections in the pool at most.
+        pool: A pool on ``url`` to share (then not closed by ``close``).
 
     Raises:
         ConfigError: psycopg is missing or ``url`` is not a PostgreSQL URL.
         StoreError: the server cannot be reached or the schema is newer than this code.
     """
 
-    def __init__(self, url: str, *, max_size: int = 10) -> None:
+    def __init__(
+        self, url: str, *, max_size: int = 10, pool: psycopg_pool.ConnectionPool | None = None
+    ) -> None:
         self.url = url
-        self.pool = pgsql.open_pool(url, max_size=max_size)
+        self._owns_pool = pool is None
+        self.pool = pool or pgsql.open_pool(url, max_size=max_size)
         try:
-            with pgsql.store_errors("creating the memory tables"), self.pool.connection() as conn:
+            with pgsql.transaction(self.pool, "creating the memory tables") as conn:
                 pgsql.migrate(conn, COMPONENT, MIGRATIONS)
         except BaseException:
-            self.pool.close()
+            self.close()
             raise
 
     def backing(self, scope: str = "") -> PostgresMemoryBacking:
@@ -130,12 +135,13 @@ class PostgresMemory:
     @contextlib.contextmanager
     def connection(self, what: str) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection in one transaction (committed at the end); errors as ``StoreError``."""
-        with pgsql.store_errors(what), self.pool.connection() as conn:
+        with pgsql.transaction(self.pool, what) as conn:
             yield conn
 
     def close(self) -> None:
-        """Close the pool's connections."""
-        self.pool.close()
+        """Close the pool's connections (unless the pool was passed in)."""
+        if self._owns_pool:
+            self.pool.close()
 
     def __enter__(self) -> PostgresMemory:
         return self

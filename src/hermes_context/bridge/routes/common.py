@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..errors import responses
-from ..runner import Event
+from ..runner import Frame
 
 # Any authenticated route: no token, a body over the limit, a bad request, too many
 # requests, an internal error, a read-only or full store.
@@ -28,7 +28,10 @@ SSE_MEDIA = {"text/event-stream": {"schema": SSE_EVENT}}
 EVENT_STREAM: dict[str, Any] = {"description": "Server-sent events", "content": SSE_MEDIA}
 
 
-async def sse_frames(events: AsyncIterator[Event]) -> AsyncIterator[dict[str, str]]:
-    """``(kind, data)`` events as SSE frames with JSON data."""
-    async for kind, data in events:
-        yield {"event": kind, "data": json.dumps(data, ensure_ascii=False, default=str)}
+async def sse_frames(events: AsyncIterator[Frame]) -> AsyncIterator[dict[str, str]]:
+    """``(kind, data, seq)`` events as SSE frames with JSON data; ``seq``, when stored, is the id."""
+    async for kind, data, seq in events:
+        frame = {"event": kind, "data": json.dumps(data, ensure_ascii=False, default=str)}
+        if seq is not None:
+            frame["id"] = str(seq)
+        yield frame

@@ -31,7 +31,8 @@ def _store(bridge: Bridge, user_id: str) -> MemoryStore:
     if bridge.settings.skip_memory:
         raise BridgeError("memory_off", "memory is off in this bridge (bridge.skip_memory: true)")
     home = user_home(bridge.config, user_id)
-    return MemoryStore.from_config(dataclasses.replace(bridge.config, hermes_home=home))
+    config = dataclasses.replace(bridge.config, hermes_home=home)
+    return MemoryStore.from_config(config, backing=bridge.stores.memory_backing(user_id))
 
 
 def _answer(bridge: Bridge, result: dict[str, Any]) -> dict[str, Any]:

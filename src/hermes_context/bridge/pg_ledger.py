@@ -1,0 +1,329 @@
+"""The turn ledger on PostgreSQL, shared by bridge replicas (see ``ledger.py`` for the contract).
+
+Each replica heartbeats its row in ``hc_bridge_replicas`` every
+``HEARTBEAT_SECONDS``; one that has not for ``ttl_seconds`` is dead: the
+session leases it held are free, and a client retrying one of its running
+turns (same ``Idempotency-Key``) has the turn taken over and finished by the
+replica it reached. Events are rows of ``hc_turn_events``; every append sends
+``NOTIFY hc_turn_events, '<turn id>'``, which one listening connection per
+replica turns into wake-ups for the clients following that turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .. import pgsql
+from ..errors import StoreError
+from .ledger import Event, StoredEvent, TurnRecord, new_turn_id
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+
+LOG = logging.getLogger("hermes_context.bridge")
+COMPONENT = "bridge"
+CHANNEL = "hc_turn_events"
+# How often a replica says it is alive.
+HEARTBEAT_SECONDS = 2.0
+# A replica silent this long is dead (its leases free, its running turns taken over).
+DEFAULT_TTL_SECONDS = 10.0
+# How long a job waiting for a session held by another replica sleeps between tries.
+LEASE_POLL_SECONDS = (0.05, 0.1, 0.2, 0.4)
+_COLUMNS = "turn_id, session_id, user_id, idem_key, fingerprint, state, owner"
+
+
+def _create_tables(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(
+        """
+        CREATE TABLE hc_bridge_replicas (
+            owner TEXT PRIMARY KEY,
+            heartbeat TIMESTAMPTZ NOT NULL DEFAULT now(),
+            started TIMESTAMPTZ NOT NULL DEFAULT now()
+        );
+        CREATE TABLE hc_turns (
+            turn_id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            idem_key TEXT,
+            fingerprint TEXT NOT NULL,
+            state TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            finished_at TIMESTAMPTZ
+        );
+        CREATE UNIQUE INDEX hc_turns_key ON hc_turns (user_id, idem_key)
+            WHERE idem_key IS NOT NULL;
+        CREATE TABLE hc_turn_events (
+            turn_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            data JSONB NOT NULL,
+            PRIMARY KEY (turn_id, seq)
+        );
+        CREATE TABLE hc_session_leases (
+            session_id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            acquired_at TIMESTAMPTZ NOT NULL DEFAULT now()
+        );
+        """
+    )
+
+
+MIGRATIONS = (_create_tables,)
+
+
+class PostgresLedger:
+    """Turns, events, session leases and replica heartbeats in PostgreSQL.
+
+    Args:
+        url: ``postgresql://…``.
+        ttl_seconds: A replica silent this long is dead.
+        max_size: Connections in the pool at most (one more listens).
+        pool: A pool on ``url`` to share (then not closed by ``close``).
+
+    Raises:
+        ConfigError: psycopg is missing or ``url`` is not a PostgreSQL URL.
+        StoreError: the server cannot be reached.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        ttl_seconds: float = DEFAULT_TTL_SECONDS,
+        max_size: int = 10,
+        pool: psycopg_pool.ConnectionPool | None = None,
+    ) -> None:
+        self.owner = f"replica-{uuid.uuid4().hex[:12]}"
+        self.url = url
+        self.ttl_seconds = ttl_seconds
+        self._owns_pool = pool is None
+        self.pool = pool or pgsql.open_pool(url, max_size=max_size)
+        self._stop = threading.Event()
+        self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+        self._waiters_lock = threading.Lock()
+        try:
+            with self._conn("creating the bridge tables") as conn:
+                pgsql.migrate(conn, COMPONENT, MIGRATIONS)
+            self._beat()
+        except BaseException:
+            if self._owns_pool:
+                self.pool.close()
+            raise
+        self._threads = [
+            threading.Thread(target=self._heartbeat, name="ledger-heartbeat", daemon=True),
+            threading.Thread(target=self._listen, name="ledger-listen", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _conn(self, what: str) -> contextlib.AbstractContextManager[psycopg.Connection[Any]]:
+        return pgsql.transaction(self.pool, what)
+
+    # -- turns -------------------------------------------------------------------------
+
+    def begin(
+        self, *, user_id: str, session_id: str, key: str | None, fingerprint: str
+    ) -> tuple[TurnRecord, bool]:
+        record = TurnRecord(new_turn_id(), session_id, user_id, key, fingerprint, owner=self.owner)
+        with self._conn("recording a turn") as conn:
+            row = conn.execute(
+                f"INSERT INTO hc_turns ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (user_id, idem_key) WHERE idem_key IS NOT NULL DO NOTHING "
+                "RETURNING turn_id",
+                (record.turn_id, session_id, user_id, key, fingerprint, "running", self.owner),
+            ).fetchone()
+            if row is not None:
+                return record, True
+            existing = conn.execute(
+                f"SELECT {_COLUMNS} FROM hc_turns WHERE user_id = %s AND idem_key = %s",
+                (user_id, key),
+            ).fetchone()
+        if existing is None:  # the turn was there a moment ago: a concurrent delete
+            raise StoreError(f"the turn of idempotency key {key!r} vanished; retry the request")
+        return TurnRecord(*existing), False
+
+    def get(self, turn_id: str) -> TurnRecord | None:
+        with self._conn("reading a turn") as conn:
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM hc_turns WHERE turn_id = %s", (turn_id,)
+            ).fetchone()
+        return TurnRecord(*row) if row else None
+
+    def alive(self, owner: str) -> bool:
+        if owner == self.owner:
+            return True
+        with self._conn("reading a replica's heartbeat") as conn:
+            row = conn.execute(
+                "SELECT heartbeat > now() - make_interval(secs => %s) "
+                "FROM hc_bridge_replicas WHERE owner = %s",
+                (self.ttl_seconds, owner),
+            ).fetchone()
+        return bool(row and row[0])
+
+    def take_over(self, record: TurnRecord) -> bool:
+        with self._conn("taking over a turn") as conn:
+            row = conn.execute(
+                "UPDATE hc_turns t SET owner = %s WHERE turn_id = %s AND owner = %s "
+                "AND state = 'running' AND NOT EXISTS (SELECT 1 FROM hc_bridge_replicas r "
+                "WHERE r.owner = t.owner AND r.heartbeat > now() - make_interval(secs => %s)) "
+                "RETURNING 1",
+                (self.owner, record.turn_id, record.owner, self.ttl_seconds),
+            ).fetchone()
+        return row is not None
+
+    def append(self, turn_id: str, events: Sequence[Event]) -> list[int]:
+        if not events:
+            return []
+        with self._conn("storing turn events") as conn:
+            row = conn.execute(
+                "SELECT coalesce(max(seq), 0) FROM hc_turn_events WHERE turn_id = %s", (turn_id,)
+            ).fetchone()
+            start = row[0] if row else 0
+            seqs = list(range(start + 1, start + 1 + len(events)))
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO hc_turn_events (turn_id, seq, kind, data) "
+                    "VALUES (%s, %s, %s, %s::jsonb)",
+                    [
+                        (turn_id, seq, kind, json.dumps(data, ensure_ascii=False, default=str))
+                        for seq, (kind, data) in zip(seqs, events, strict=True)
+                    ],
+                )
+            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, turn_id))
+        return seqs
+
+    def finish(self, turn_id: str, state: str) -> None:
+        with self._conn("finishing a turn") as conn:
+            conn.execute(
+                "UPDATE hc_turns SET state = %s, finished_at = now() WHERE turn_id = %s",
+                (state, turn_id),
+            )
+            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, turn_id))
+
+    def events(self, turn_id: str, after: int = 0) -> list[StoredEvent]:
+        with self._conn("reading turn events") as conn:
+            rows = conn.execute(
+                "SELECT seq, kind, data FROM hc_turn_events WHERE turn_id = %s AND seq > %s "
+                "ORDER BY seq",
+                (turn_id, after),
+            ).fetchall()
+        return [(seq, kind, data) for seq, kind, data in rows]
+
+    async def wait(self, turn_id: str, after: int, timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+        entry = (loop, woken)
+        with self._waiters_lock:
+            self._waiters.setdefault(turn_id, set()).add(entry)
+        try:
+            await asyncio.wait_for(woken.wait(), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            with self._waiters_lock:
+                waiting = self._waiters.get(turn_id)
+                if waiting is not None:
+                    waiting.discard(entry)
+                    if not waiting:
+                        del self._waiters[turn_id]
+
+    # -- session leases ----------------------------------------------------------------
+
+    def acquire(self, session_id: str, *, timeout: float, cancel: threading.Event) -> bool:
+        end = time.monotonic() + timeout
+        tries = 0
+        while not cancel.is_set():
+            if self._try_acquire(session_id):
+                return True
+            pause = LEASE_POLL_SECONDS[min(tries, len(LEASE_POLL_SECONDS) - 1)]
+            tries += 1
+            if time.monotonic() + pause > end:
+                return False
+            cancel.wait(pause)
+        return False
+
+    def _try_acquire(self, session_id: str) -> bool:
+        with self._conn("leasing a session") as conn:
+            row = conn.execute(
+                "INSERT INTO hc_session_leases (session_id, owner) VALUES (%s, %s) "
+                "ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, "
+                "acquired_at = now() WHERE hc_session_leases.owner = EXCLUDED.owner "
+                "OR NOT EXISTS (SELECT 1 FROM hc_bridge_replicas r "
+                "WHERE r.owner = hc_session_leases.owner "
+                "AND r.heartbeat > now() - make_interval(secs => %s)) RETURNING owner",
+                (session_id, self.owner, self.ttl_seconds),
+            ).fetchone()
+        return row is not None
+
+    def release(self, session_id: str) -> None:
+        with self._conn("releasing a session") as conn:
+            conn.execute(
+                "DELETE FROM hc_session_leases WHERE session_id = %s AND owner = %s",
+                (session_id, self.owner),
+            )
+
+    # -- the replica -------------------------------------------------------------------
+
+    def _beat(self) -> None:
+        with self._conn("heartbeat") as conn:
+            conn.execute(
+                "INSERT INTO hc_bridge_replicas (owner) VALUES (%s) "
+                "ON CONFLICT (owner) DO UPDATE SET heartbeat = now()",
+                (self.owner,),
+            )
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_SECONDS):
+            try:
+                self._beat()
+            except Exception as exc:  # noqa: BLE001 - a missed beat is retried; the log says why
+                LOG.warning("the replica heartbeat failed: %s", exc)
+
+    def _listen(self) -> None:
+        """Wake the followers of each turn a NOTIFY names (reconnecting after a failure)."""
+        import psycopg
+
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self.url, autocommit=True, connect_timeout=10) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=1.0):
+                            self._wake(note.payload)
+            except Exception as exc:  # noqa: BLE001 - followers poll meanwhile
+                if not self._stop.is_set():
+                    LOG.warning("listening for turn events failed: %s", exc)
+                    self._stop.wait(1.0)
+
+    def _wake(self, turn_id: str) -> None:
+        with self._waiters_lock:
+            waiting = list(self._waiters.get(turn_id, ()))
+        for loop, woken in waiting:
+            try:
+                loop.call_soon_threadsafe(woken.set)
+            except RuntimeError:  # that loop has closed
+                pass
+
+    def close(self) -> None:
+        """Stop heartbeating and leave: this replica's leases are free at once."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        try:
+            with self._conn("leaving") as conn:
+                conn.execute("DELETE FROM hc_session_leases WHERE owner = %s", (self.owner,))
+                conn.execute("DELETE FROM hc_bridge_replicas WHERE owner = %s", (self.owner,))
+        except Exception as exc:  # noqa: BLE001 - leaving is best effort; the TTL covers it
+            LOG.warning("leaving the replica table failed: %s", exc)
+        if self._owns_pool:
+            self.pool.close()
