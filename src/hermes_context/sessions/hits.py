@@ -187,10 +187,20 @@ def _expressions(conn: sqlite3.Connection, query: str, raw: bool) -> list[tuple[
         return dialect.match_expressions(query, raw)
     if raw:
         return [("raw", raw_query(query))]
-    first = quote_query(query)
+    return all_then_any(quote_query, query)
+
+
+def all_then_any(build: Callable[..., str | None], query: str) -> list[tuple[str, str]]:
+    """(kind, expression) for every word (``all``), then, when it differs, any word (``any``).
+
+    Args:
+        build: Makes the expression of ``query``, ORing the words with
+            ``any_term=True``; None when the query holds no searchable word.
+    """
+    first = build(query)
     if first is None:
         return []
-    second = quote_query(query, any_term=True)
+    second = build(query, any_term=True)
     out = [("all", first)]
     if second != first:
         out.append(("any", second or first))

@@ -21,6 +21,7 @@ import unicodedata
 
 from ..errors import SearchQueryError
 from ..fts import CJK_RUN_RE, fold, segment_cjk
+from ..hits import all_then_any
 
 CONFIG = "hc_search"
 # Characters of a message indexed at most: a tsvector holds at most 1 MB.
@@ -80,14 +81,7 @@ def expressions(query: str, raw: bool) -> list[tuple[str, str]]:
     if raw:
         expr = RawQuery(query).parse()
         return [("raw", expr)] if expr else []
-    first = literal_query(query)
-    if first is None:
-        return []
-    second = literal_query(query, any_term=True)
-    out = [("all", first)]
-    if second != first:
-        out.append(("any", second or first))
-    return out
+    return all_then_any(literal_query, query)
 
 
 class RawQuery:
