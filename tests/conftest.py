@@ -45,11 +45,40 @@ def _no_real_model_requests(monkeypatch):
 
 
 @pytest.fixture
-def session_db(hermes_home):
-    """A fresh ``SessionDB`` at ``$HERMES_HOME/state.db``, closed afterwards."""
+def sqlite_session_db(hermes_home):
+    """A fresh ``SessionDB`` at ``$HERMES_HOME/state.db``, closed afterwards.
+
+    ``session_db`` is this store alone in tests marked ``sqlite_only``: those
+    that reach what only it has (its file, connections, Hermes's schema, the
+    semantic sidecar, imports of state.db files).
+    """
     from hermes_context.sessions import SessionDB
 
     store = SessionDB(hermes_home / "state.db")
+    yield store
+    store.close()
+
+
+SESSION_STORES = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc):
+    """``session_db`` is each store, but only SQLite for tests marked ``sqlite_only``."""
+    if "session_db" in metafunc.fixturenames:
+        only_sqlite = metafunc.definition.get_closest_marker("sqlite_only") is not None
+        stores = SESSION_STORES[:1] if only_sqlite else SESSION_STORES
+        metafunc.parametrize("session_db", stores, indirect=True)
+
+
+@pytest.fixture
+def session_db(request):
+    """A fresh session store: a ``SessionDB``, then a ``PostgresSessionStore`` on a fresh schema."""
+    if request.param == "sqlite":
+        yield request.getfixturevalue("sqlite_session_db")
+        return
+    from hermes_context.sessions.postgres import PostgresSessionStore
+
+    store = PostgresSessionStore(request.getfixturevalue("postgres_url"))
     yield store
     store.close()
 

@@ -16,6 +16,9 @@ from hermes_context.cli.main import cli
 from hermes_context.llm.testing import Reply
 from hermes_context.synthetic import generate_transcript
 
+# The CLI opens $HERMES_HOME/state.db: the store under test is SQLite's.
+pytestmark = pytest.mark.sqlite_only
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "agent_session.json"
 
 

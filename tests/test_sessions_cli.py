@@ -15,6 +15,9 @@ from click.testing import CliRunner
 from hermes_context import CompressionResult
 from hermes_context.cli.main import cli
 
+# The CLI opens $HERMES_HOME/state.db: the store under test is SQLite's.
+pytestmark = pytest.mark.sqlite_only
+
 SUBCOMMANDS = ["list", "show", "search", "recall", "export", "import", "delete", "reindex"]
 
 

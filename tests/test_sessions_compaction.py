@@ -18,7 +18,7 @@ from hermes_context import (
     InvalidMessagesError,
     StoreError,
 )
-from hermes_context.sessions import attach_compressor, compress_session
+from hermes_context.sessions import SessionDB, attach_compressor, compress_session
 from hermes_context.synthetic import generate_transcript
 
 TRAJECTORIES = Path(__file__).parents[2] / "shared/data/trajectories"
@@ -74,8 +74,12 @@ def _stored(session_db, session_id, title="quokka"):
 
 
 def _dump(session_db):
-    conn = session_db._conn()
-    return list(conn.iterdump())
+    if isinstance(session_db, SessionDB):
+        return list(session_db._conn().iterdump())
+    tables = ("sessions", "messages", "compactions", "message_sources")
+    return session_db._read(
+        lambda c: [c.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in tables]
+    )
 
 
 def test_in_place_keeps_originals_compacted(session_db):

@@ -26,6 +26,9 @@ from hermes_context import SessionDB, validate_messages
 from hermes_context.cli.main import cli
 from hermes_context.sessions import foreign
 
+# Foreign transcripts are imported into SQLite stores only (PostgreSQL: not yet).
+pytestmark = pytest.mark.sqlite_only
+
 DATA = Path(__file__).parent / "data" / "imports"
 CLAUDE = {p.name: p for p in sorted((DATA / "claude-code").glob("*.jsonl"))}
 CODEX = {p.name: p for p in sorted((DATA / "codex").glob("*.jsonl"))}

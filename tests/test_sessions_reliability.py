@@ -18,6 +18,9 @@ import pytest
 from hermes_context import SessionDB, StoreError
 from hermes_context.sessions import connection, queries
 
+# SQLite's connections, locks and files.
+pytestmark = pytest.mark.sqlite_only
+
 # Seconds the concurrency test runs: a short burst by default, e.g.
 # HERMES_STRESS_SECONDS=30 for the long run the issue asks for (README, "Tests").
 STRESS_SECONDS = float(os.environ.get("HERMES_STRESS_SECONDS", "2"))

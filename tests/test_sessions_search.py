@@ -260,12 +260,12 @@ def test_recall_never_returns_another_users_originals(session_db):
     (bob_msg,) = [r["id"] for r in session_db.get_message_records("bob-c")]
     (summary,) = session_db.append_messages("bob-c", [{"role": "user", "content": "summary"}])
     # No public path builds such sources; the filter is a second line of defence.
-    conn = session_db._conn()
-    conn.executemany(
-        "INSERT INTO message_sources (message_id, source_id, position) VALUES (?, ?, ?)",
-        [(summary, alice_msg, 0), (summary, bob_msg, 1)],
+    session_db._write(
+        lambda conn: conn.executemany(
+            "INSERT INTO message_sources (message_id, source_id, position) VALUES (?, ?, ?)",
+            [(summary, alice_msg, 0), (summary, bob_msg, 1)],
+        )
     )
-    conn.commit()
     mine = session_db.recall_records("bob-c", summary, user_id="bob")
     assert [r["id"] for r in mine] == [bob_msg]
     assert [r["id"] for r in session_db.recall_records("bob-c", summary)] == [alice_msg, bob_msg]

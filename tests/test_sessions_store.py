@@ -296,6 +296,7 @@ def test_wal_mode_and_foreign_keys(tmp_path):
     conn.close()
 
 
+@pytest.mark.sqlite_only
 def test_one_connection_per_thread(session_db):
     sid = session_db.create_session()
     errors, used = [], []

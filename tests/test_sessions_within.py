@@ -89,6 +89,7 @@ def test_offset_is_bounded(session_db):
     assert session_db.session_search(query="socket", offset=10_000)["results"] == []
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.skipif(not e5.available(), reason='needs pip install "hermes-context[semantic]"')
 def test_the_semantic_half_respects_the_filters_too(session_db):
     cli, codex = _store(session_db, [("cli", 0), ("codex", 1)], text="websocket handshake")
@@ -133,6 +134,7 @@ def test_within_parse_says_what_is_wrong(args, message):
         Within.parse(**args)
 
 
+@pytest.mark.sqlite_only
 def test_sessions_search_command_takes_the_filters(session_db, hermes_home):
     from click.testing import CliRunner
 
@@ -152,6 +154,7 @@ def test_sessions_search_command_takes_the_filters(session_db, hermes_home):
     assert out.exit_code == 2 and "since 'soon' is not an ISO 8601" in out.output
 
 
+@pytest.mark.sqlite_only
 def test_a_time_no_date_can_show_is_shown_as_none_not_an_error(session_db, hermes_home):
     # Another program may write any number into the timestamp column.
     sid = session_db.create_session()

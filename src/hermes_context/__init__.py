@@ -33,7 +33,7 @@ from .memory import (
 )
 from .messages import strip_think_blocks, to_wire, validate_messages
 from .references import expand_references
-from .sessions import SessionDB
+from .sessions import PostgresSessionStore, SessionDB
 from .skills import SkillStore, register_text_scanner
 from .tokens import TokenCounter, estimate_messages_tokens_rough, estimate_tokens_rough
 
@@ -62,6 +62,7 @@ __all__ = [
     "MemoryProvider",
     "MemoryStore",
     "OpenAISummarizer",
+    "PostgresSessionStore",
     "SecurityError",
     "SessionDB",
     "SkillStore",

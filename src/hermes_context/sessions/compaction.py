@@ -30,7 +30,7 @@ from .rows import canonical, tool_names_of
 from .views import ORDER
 
 if TYPE_CHECKING:
-    from .db import SessionDB
+    from .operations import SessionOperations
 
 END_REASON_COMPRESSION = "compression"
 
@@ -188,7 +188,7 @@ def _kept(result: _Plan, before: Sequence[Mapping[str, Any]]) -> dict[int, int]:
 def _insert_compaction(conn: sqlite3.Connection, session_id: str, result: _Plan, mode: str) -> int:
     cur = conn.execute(
         "INSERT INTO compactions (session_id, mode, created_at, tokens_before, tokens_after,"
-        " dropped, used_fallback, report) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " dropped, used_fallback, report) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             session_id,
             mode,
@@ -200,7 +200,7 @@ def _insert_compaction(conn: sqlite3.Connection, session_id: str, result: _Plan,
             json.dumps(result.report, ensure_ascii=False, default=str),
         ),
     )
-    return int(cur.lastrowid or 0)
+    return int(cur.fetchone()[0])
 
 
 def _link_sources(
@@ -428,7 +428,7 @@ def _expand(conn: sqlite3.Connection, source_ids: list[int]) -> list[int]:
     return list(dict.fromkeys(out))
 
 
-def attach_compressor(db: SessionDB, session_id: str, compressor: Compressor[Any]) -> bool:
+def attach_compressor(db: SessionOperations, session_id: str, compressor: Compressor[Any]) -> bool:
     """Restore the anti-thrash state stored for ``session_id`` into ``compressor``.
 
     Returns:
@@ -442,7 +442,7 @@ def attach_compressor(db: SessionDB, session_id: str, compressor: Compressor[Any
 
 
 def compress_session(
-    db: SessionDB,
+    db: SessionOperations,
     session_id: str,
     compressor: Compressor[R],
     *,

@@ -71,7 +71,13 @@ def segment_cjk(text: str) -> str:
 
 
 def fold(text: str) -> str:
-    """Text as the index compares it: lone surrogates replaced, NFKC-normalised."""
+    """Text as the index compares it: lone surrogates replaced, NFKC-normalised, NUL a space.
+
+    NUL separates words (as the tokenizer reads it) and cannot be stored in a
+    PostgreSQL text column.
+    """
+    if "\x00" in text:
+        text = text.replace("\x00", " ")
     if text.isascii():
         return text
     return unicodedata.normalize("NFKC", without_lone_surrogates(text))

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..messages import without_lone_surrogates
 from .connection import is_busy
+from .dialect import dialect_of
 from .errors import SearchQueryError
 from .fts import CJK_RUN_RE, bigrams, fold, indexed_text, query_terms, quote_query, raw_query
 from .layout import SEARCH_TABLE
@@ -179,14 +180,27 @@ def parse_time(value: Any, name: str) -> float:
     return moment.timestamp()
 
 
-def _expressions(query: str, raw: bool) -> list[tuple[str, str]]:
+def _expressions(conn: sqlite3.Connection, query: str, raw: bool) -> list[tuple[str, str]]:
     """(kind, FTS expression) to try in order: all words, then any word."""
+    dialect = dialect_of(conn)
+    if dialect is not None:
+        return dialect.match_expressions(query, raw)
     if raw:
         return [("raw", raw_query(query))]
-    first = quote_query(query)
+    return all_then_any(quote_query, query)
+
+
+def all_then_any(build: Callable[..., str | None], query: str) -> list[tuple[str, str]]:
+    """(kind, expression) for every word (``all``), then, when it differs, any word (``any``).
+
+    Args:
+        build: Makes the expression of ``query``, ORing the words with
+            ``any_term=True``; None when the query holds no searchable word.
+    """
+    first = build(query)
     if first is None:
         return []
-    second = quote_query(query, any_term=True)
+    second = build(query, any_term=True)
     out = [("all", first)]
     if second != first:
         out.append(("any", second or first))
@@ -246,7 +260,11 @@ def _pool(
     conn: sqlite3.Connection, expr: str, upper: int, query: str, raw: bool
 ) -> tuple[list[tuple[Any, ...]], int]:
     """In-scope-checkable rows of the newest matches below ``upper``, and how many matched."""
-    ids = [r[0] for r in _execute(conn, _POOL, (expr, upper, CANDIDATE_POOL), query, raw)]
+    dialect = dialect_of(conn)
+    if dialect is not None:
+        ids = dialect.match_ids(expr, upper, CANDIDATE_POOL)
+    else:
+        ids = [r[0] for r in _execute(conn, _POOL, (expr, upper, CANDIDATE_POOL), query, raw)]
     if not ids:
         return [], 0
     rows = conn.execute(_POOL_ROWS + f"({', '.join('?' * len(ids))})", ids).fetchall()
@@ -287,7 +305,7 @@ def ranked(
     raw: bool = False,
 ) -> tuple[list[Candidate], str]:
     """Candidates best first, and which expression matched (``all``, ``any`` or ``raw``)."""
-    for kind, expr in _expressions(query, raw):
+    for kind, expr in _expressions(conn, query, raw):
         found = _candidates(conn, expr, scope, enough, query, raw)
         if found:
             return found, kind

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import StoreError
+from .dialect import dialect_of
 from .errors import SessionNotFoundError
 from .rows import (
     INSERT_COLUMNS,
@@ -336,6 +337,8 @@ def build_rows(
     names: dict[str, str] = dict(tool_names or {})
     looked_up = tool_names is not None
     now = time.time() if now is None else now
+    dialect = dialect_of(conn)
+    storable = dialect.storable_text if dialect is not None else is_storable_text
     rows = []
     for i, message in enumerate(messages):
         if isinstance(message, Mapping):
@@ -346,7 +349,13 @@ def build_rows(
             names.update(tool_names_of(message))
         rows.append(
             message_to_row(
-                message, i, session_id=session_id, seq=start_seq + i, tool_names=names, now=now
+                message,
+                i,
+                session_id=session_id,
+                seq=start_seq + i,
+                tool_names=names,
+                now=now,
+                storable=storable,
             )
         )
     return rows
@@ -356,6 +365,9 @@ def insert_rows(conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> li
     """Insert message rows; return their ids (contiguous: the write lock is held)."""
     if not rows:
         return []
+    dialect = dialect_of(conn)
+    if dialect is not None:
+        return dialect.insert_message_rows(rows)
     found = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()
     first = (found[0] if found else 0) + 1
     conn.executemany(_INSERT_MESSAGE, rows)

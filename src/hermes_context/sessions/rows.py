@@ -22,7 +22,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import InvalidMessagesError
@@ -178,6 +178,7 @@ def message_to_row(
     seq: int,
     tool_names: Mapping[str, str],
     now: float | None = None,
+    storable: Callable[[str], bool] = is_storable_text,
 ) -> tuple[Any, ...]:
     """The ``INSERT_COLUMNS`` values for one message.
 
@@ -188,16 +189,18 @@ def message_to_row(
         seq: Its position in the session.
         tool_names: Tool call id -> function name, to name a tool result.
         now: Time to record when the message carries none.
+        storable: Whether the database's text columns hold a string exactly
+            (PostgreSQL's hold no NUL either); one that is not goes to ``extra``.
     """
     check_message(message, index)
     content = message.get("content")
     # A string SQLite cannot take goes to ``extra`` (JSON), which keeps it exactly.
-    text = content if isinstance(content, str) and is_storable_text(content) else None
+    text = content if isinstance(content, str) and storable(content) else None
     parts = _dumps(content, index, "content") if isinstance(content, list) else None
     calls = message.get("tool_calls")
     calls_json = _dumps(calls, index, "tool_calls") if isinstance(calls, list) else None
     call_id = message.get("tool_call_id")
-    call_id = call_id if isinstance(call_id, str) and is_storable_text(call_id) else None
+    call_id = call_id if isinstance(call_id, str) and storable(call_id) else None
     columns = {"role"}  # keys held by their own column; the rest goes to ``extra``
     if text is not None or parts is not None:
         columns.add("content")
@@ -212,6 +215,8 @@ def message_to_row(
         tool_name = name if isinstance(name, str) else tool_names.get(call_id or "")
         # Derived, for display and queries only: a lone surrogate may be replaced.
         tool_name = without_lone_surrogates(tool_name) if tool_name else tool_name
+        if tool_name and not storable(tool_name):
+            tool_name = tool_name.replace("\x00", "\ufffd")
     row = (
         session_id,
         seq,
@@ -228,14 +233,16 @@ def message_to_row(
         _key_order(message, columns, index),
         search_text_for(message),
     )
-    _check_storable(row, index)
+    _check_storable(row, index, storable)
     return row
 
 
-def _check_storable(row: tuple[Any, ...], index: int) -> None:
+def _check_storable(
+    row: tuple[Any, ...], index: int, storable: Callable[[str], bool] = is_storable_text
+) -> None:
     """Fail before binding, not mid-insert, should any text column still hold a surrogate."""
     for value in row:
-        if isinstance(value, str) and not is_storable_text(value):
+        if isinstance(value, str) and not storable(value):
             bad = _SURROGATE_RE.search(value)
             code = ord(bad.group()) if bad else 0
             raise InvalidMessagesError(

@@ -1,7 +1,7 @@
 """``SessionStore``: what the bridge needs of a session store, as an interface.
 
 ``SessionDB`` (SQLite, one machine) implements it. Several bridge replicas
-need a shared store; a PostgreSQL backend implementing these methods can be
+need a shared store: ``PostgresSessionStore`` implements it too and can be
 passed to ``create_app(..., sessions=...)`` without touching the bridge.
 """
 
