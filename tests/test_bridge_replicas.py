@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
-import re
+import json
 import signal
 import subprocess
 import sys
@@ -28,12 +28,12 @@ pytest.importorskip(
 
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
-from hermes_context.sessions.postgres import PostgresSessionStore  # noqa: E402
 
 from bridge_kit import free_port  # noqa: E402
 from hermes_context import pgsql, validate_messages  # noqa: E402
 from hermes_context.bridge.pg_tokens import PostgresTokenStore  # noqa: E402
 from hermes_context.llm.testing import Reply, ScriptedLLMServer  # noqa: E402
+from hermes_context.sessions.postgres import PostgresSessionStore  # noqa: E402
 
 SESSIONS = 200
 USERS = 4
@@ -58,11 +58,12 @@ class Replica:
     def __init__(self, home, url):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
+        self.log = home / f"replica-{self.port}.log"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "hermes_context.cli.main", "bridge", "serve"]
             + ["--port", str(self.port), "--store", url, "--home", str(home)],
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=self.log.open("w"),
             text=True,
         )
         line = self.process.stdout.readline()
@@ -130,14 +131,29 @@ class Client:
             headers=self._headers(last),
         ) as response:
             response.raise_for_status()
-            ident = None
+            ident, kind = None, None
             for line in response.iter_lines():
                 if line.startswith("id:"):
                     ident = int(line[3:].strip())
+                elif line.startswith("event:"):
+                    kind = line[6:].strip()
                 elif line.startswith("data:") and ident is not None:
-                    self.frames[ident] = line[5:].strip()
+                    self.frames[ident] = (kind, json.loads(line[5:].strip()))
                     ident = None
-        return any('"final_response"' in data for data in self.frames.values())
+        return any(kind == "done" for kind, _ in self.frames.values())
+
+    def answer(self):
+        """The answer text as a client shows it: deltas, less what a stream_reset discards."""
+        text = ""
+        for _, (kind, data) in sorted(self.frames.items()):
+            if kind == "delta":
+                text += data["text"]
+            elif kind == "status" and data.get("kind") == "stream_reset":
+                text = text[: len(text) - data["discarded_chars"]]
+        return text
+
+    def seen_messages(self):
+        return [d.get("content") for k, d in self.frames.values() if k == "message"]
 
 
 @pytest.fixture
@@ -185,6 +201,9 @@ def test_a_replica_killed_mid_turn_loses_and_repeats_nothing(cluster, postgres_u
     assert killed.is_set() and not replicas[0].alive
     retried = [c for c in clients if c.attempts > 1]
     assert retried, "no client had to retry: the kill hit no turn"
+    for client in clients:  # what each client saw adds up to its turn, whatever broke
+        assert client.answer() == f"done with {client.marker}", client.frames
+        assert f"please look up {client.marker}" in client.seen_messages()
 
     with (
         PostgresSessionStore(postgres_url, max_size=2) as store,
@@ -224,6 +243,5 @@ def _check_history(store, client):
     ]
     assert [m["content"] for m in answers] == [f"done with {client.marker}"], answers
     assert not any("cut off" in str(m.get("content")) for m in messages)
-    finals = [d for d in client.frames.values() if '"final_response"' in d]
-    assert len(finals) == 1 and client.marker in finals[0]
-    assert re.search(r'"final_response": "done with ', finals[0])
+    finals = [d for kind, d in client.frames.values() if kind == "done"]
+    assert [d["final_response"] for d in finals] == [f"done with {client.marker}"]

@@ -72,13 +72,18 @@ def turn_work(
         agent, events = job.slot.agent, job.events
         if shared:
             agent.reload()
-        resuming = resume and _stored_since_start(job, ledger, agent)
+        start = _start_of(job, ledger, agent) if resume else None
+        resuming = start is not None
         if shared and not resuming:
             agent.close_cut_turn()
-        if not resuming:  # where this turn starts, for a replica that may have to resume it
-            ids = [r["id"] for r in agent.message_records() if r["id"] is not None]
+        if start is not None:
+            before = {r["id"] for r in agent.message_records() if (r["id"] or 0) <= start}
+            if agent.cut_turn() is not None:  # the model is asked again: its text streams anew
+                _discard_unstored_text(job, ledger, events)
+        else:  # where this turn starts, for a replica that may have to resume it
+            before = {r["id"] for r in agent.message_records()}
+            ids = [i for i in before if i is not None]
             events.put("status", {"kind": STARTED, "after_message_id": max(ids, default=0)})
-        before = {r["id"] for r in agent.message_records()}
         previous = getattr(agent, RETRY_PARTIAL_STREAMS, True)
         agent.status_callback = lambda event, data: events.put(*status_event(event, data, redact))
         agent.stream_callback = lambda piece: events.put("delta", {"text": piece})
@@ -108,23 +113,50 @@ def turn_work(
     return work
 
 
-def _stored_since_start(job: Job, ledger: TurnLedger | None, agent: Any) -> bool:
-    """Whether the turn being resumed stored anything (its question at least) before it stopped.
+def _start_of(job: Job, ledger: TurnLedger | None, agent: Any) -> int | None:
+    """Where the turn being resumed started, if it stored anything (its question at least).
 
-    Each turn records where it starts (``turn_started``, the last message id
+    Each turn records where it starts (``turn_started``: the last message id
     before its question) before the agent runs; without that mark, or with no
-    message stored after it, the question never reached the store.
+    message stored after it, the question never reached the store and the
+    turn is run afresh (``None``).
     """
     if ledger is None or job.turn is None:
-        return False
+        return None
     marks = [
         data.get("after_message_id")
         for _, kind, data in ledger.events(job.turn.turn_id)
         if kind == "status" and data.get("kind") == STARTED
     ]
     if not marks or not isinstance(marks[0], int):
-        return False
-    return any(r["id"] is not None and r["id"] > marks[0] for r in agent.message_records())
+        return None
+    mark: int = marks[0]
+    stored = any(r["id"] is not None and r["id"] > mark for r in agent.message_records())
+    return mark if stored else None
+
+
+def _discard_unstored_text(job: Job, ledger: TurnLedger | None, events: Any) -> None:
+    """Answer text the dead replica streamed but never stored is not part of the answer.
+
+    Sent as the agent's own ``stream_reset`` (``discarded_chars``): the client
+    drops that much of the ``delta`` text it has, and the resumed turn streams
+    the answer again.
+    """
+    if ledger is None or job.turn is None:
+        return
+    unstored = 0
+    for _, kind, data in ledger.events(job.turn.turn_id):
+        if kind == "delta":
+            unstored += len(str(data.get("text", "")))
+        elif kind in ("message", "tool") or (
+            kind == "status" and data.get("kind") == "stream_reset"
+        ):
+            unstored = 0
+    if unstored:
+        events.put(
+            "status",
+            {"kind": "stream_reset", "discarded_chars": unstored, "error_kind": "replica_lost"},
+        )
 
 
 def finished_result(agent: Any) -> dict[str, Any]:

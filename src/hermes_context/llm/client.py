@@ -30,6 +30,8 @@ from ._switch import model_requests_allowed
 PLACEHOLDER_API_KEY = "not-needed"
 # Server-provided error text is cut to this length so messages stay one line.
 DETAIL_MAX_CHARS = 300
+# Serialises the lazy import of the openai SDK (see ``_import_sdk``).
+_SDK_IMPORT_LOCK = threading.Lock()
 
 # HTTP status -> failure kind; anything unlisted is "other".
 _STATUS_KINDS = {
@@ -89,6 +91,22 @@ class ChatResponse:
     finish_reason: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     model: str = ""
+
+
+def _import_sdk() -> Any:
+    """The openai SDK, imported once, by one thread at a time.
+
+    It is imported lazily (it is heavy). ``httpx`` is imported here too: the SDK
+    looks it up in ``sys.modules`` when a client is built, and a thread that
+    builds one while another is still importing ``httpx`` (a new bridge's first
+    turns) fails with "partially initialized module 'httpx' has no attribute 'URL'".
+    """
+    with _SDK_IMPORT_LOCK:
+        import httpx  # noqa: F401 - loaded whole before any client is built
+        import openai
+        import openai.types.chat  # noqa: F401 - the submodules _post uses
+
+        return openai
 
 
 class ChatClient:
@@ -181,8 +199,7 @@ class ChatClient:
 
     def _sdk(self) -> Any:
         if self._sdk_client is None:
-            import openai  # lazy: the SDK is heavy to import
-
+            openai = _import_sdk()
             self._sdk_client = openai.OpenAI(
                 api_key=self._api_key or PLACEHOLDER_API_KEY,
                 base_url=self.base_url,
@@ -208,8 +225,8 @@ class ChatClient:
         through its typed transform (~300 ms of CPU for 1,000 messages, holding the
         interpreter lock), though ``to_wire`` already made them plain JSON; its
         transport, retries, timeouts and error classes are kept."""
+        openai = _import_sdk()
         import httpx
-        import openai
         from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
         if stream:
