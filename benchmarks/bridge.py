@@ -19,8 +19,17 @@ A's turn waits ``--slow`` seconds on the model and A sends 45 ``GET
 side. The script runs against older versions of the bridge too (it only uses
 the HTTP API), so before/after figures come from the same script.
 
+With ``--store postgresql://… --replicas 1,2`` it measures replicas instead:
+the same load from one client spread round-robin over N bridge processes
+(``bridge serve --store``, each its own process on this machine's cores),
+turns/s and turn p50/p95 for each N, beside one process on the home's
+``state.db`` measured in the same run (the baseline). Each configuration
+gets a fresh schema of that database.
+
 Usage: python benchmarks/bridge.py [--sessions 100] [--turns 20] [--latency 0.02] [--drop 0.1]
        [--slow 4] [--probes 40]
+       python benchmarks/bridge.py --store postgresql://127.0.0.1/test --replicas 1,2
+       [--sessions 64] [--turns 10]
 """
 
 from __future__ import annotations
@@ -29,8 +38,10 @@ import argparse
 import asyncio
 import itertools
 import json
+import signal
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -218,6 +229,131 @@ def turns_left(app: Any) -> int:
     return sum(t.name.startswith("turn-") for t in threading.enumerate())
 
 
+# -- replicas -----------------------------------------------------------------------------
+
+
+def start_replica(home: Path, store: str | None) -> tuple[subprocess.Popen[str], str]:
+    """``bridge serve`` in a process of its own; its base URL once it listens."""
+    port = free_port()
+    command = [sys.executable, "-m", "hermes_context.cli.main", "bridge", "serve"]
+    command += ["--port", str(port), "--home", str(home)]
+    if store:
+        command += ["--store", store]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    line = process.stdout.readline() if process.stdout else ""
+    if "listening on" not in line:
+        process.kill()
+        raise RuntimeError(f"the bridge did not start: {line!r}")
+    return process, f"http://127.0.0.1:{port}"
+
+
+async def drive_many(
+    bases: list[str], token: str, sessions: int, turns: int
+) -> tuple[list[float], float]:
+    """``sessions`` clients, session i on replica i mod N, every turn of it there too."""
+    headers = {"Authorization": f"Bearer {token}"}
+    limits = httpx.Limits(max_connections=sessions + 10, max_keepalive_connections=sessions + 10)
+    clients = [httpx.AsyncClient(base_url=b, timeout=300, limits=limits) for b in bases]
+    try:
+        start = time.perf_counter()
+        results = await asyncio.gather(
+            *(
+                one_session(clients[i % len(clients)], headers, turns, False)
+                for i in range(sessions)
+            )
+        )
+        elapsed = time.perf_counter() - start
+    finally:
+        for client in clients:
+            await client.aclose()
+    return [t for r in results for t in r], elapsed
+
+
+def fresh_schema(url: str) -> str:
+    """``url`` on a new schema of its database (created here)."""
+    import uuid
+
+    import psycopg
+
+    schema = f"hc_bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+
+
+def replica_run(
+    model: ScriptedLLMServer, store: str | None, replicas: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    from hermes_context.bridge.stores import token_store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        (home / "config.yaml").write_text(
+            f"model:\n  base_url: {model.base_url}\n  name: scripted-model\n"
+            "bridge:\n  rate_limit_per_minute: 0\n  max_agents: 256\n"
+            f"  store: '{store or ''}'\n",
+            encoding="utf-8",
+        )
+        with token_store(load_config(hermes_home=home)) as tokens:
+            token = tokens.add("load")[1]
+        started = [start_replica(home, store) for _ in range(replicas)]
+        try:
+            times, elapsed = asyncio.run(
+                drive_many([b for _, b in started], token, args.sessions, args.turns)
+            )
+        finally:
+            for process, _ in started:
+                process.send_signal(signal.SIGINT)
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+    return {
+        "store": "postgresql" if store else "sqlite",
+        "replicas": replicas,
+        "turns_done": len(times),
+        "turns_per_s": len(times) / elapsed,
+        "turn_p50_ms": statistics.median(times) * 1000,
+        "turn_p95_ms": p95(times) * 1000,
+    }
+
+
+def replicas_main(args: argparse.Namespace) -> int:
+    counts = [int(n) for n in args.replicas.split(",")]
+    rows = []
+    with ScriptedLLMServer(responder=responder(args.latency, args.slow)) as model:
+        print(
+            f"{args.sessions} sessions x {args.turns} turns, per configuration ...", file=sys.stderr
+        )
+        rows.append(replica_run(model, None, 1, args))
+        for n in counts:
+            rows.append(replica_run(model, fresh_schema(args.store), n, args))
+    base = rows[0]["turns_per_s"]
+    for row in rows:
+        row["throughput_vs_sqlite"] = row["turns_per_s"] / base
+    one = next((r for r in rows[1:] if r["replicas"] == 1), None)
+    for row in rows[1:]:
+        row["throughput_vs_one_replica"] = row["turns_per_s"] / one["turns_per_s"] if one else None
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(
+            "| store | processes | turns/s | turn p50 ms | turn p95 ms | vs sqlite | vs 1 replica |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            vs_one = r.get("throughput_vs_one_replica")
+            print(
+                f"| {r['store']} | {r['replicas']} | {r['turns_per_s']:.1f} | "
+                f"{r['turn_p50_ms']:.0f} | {r['turn_p95_ms']:.0f} | "
+                f"{r['throughput_vs_sqlite']:.2f}x | {f'{vs_one:.2f}x' if vs_one else '-'} |"
+            )
+    done = all(r["turns_done"] == args.sessions * args.turns for r in rows)
+    return 0 if done else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=100)
@@ -229,7 +365,13 @@ def main() -> int:
     parser.add_argument("--slow", type=float, default=4.0, help="seconds of the slow turn")
     parser.add_argument("--probes", type=int, default=40, help="GET /v1/sessions of user B")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--store", help="postgresql://...: measure replicas on this database")
+    parser.add_argument(
+        "--replicas", default="1,2", help="process counts to measure (with --store)"
+    )
     args = parser.parse_args()
+    if args.store:
+        return replicas_main(args)
     threads_before = threading.active_count()
     with (
         tempfile.TemporaryDirectory() as tmp,
