@@ -23,7 +23,11 @@ def pg(postgres_url):
 
 
 def _versions(store):
-    return store._read(lambda c: c.execute("SELECT version FROM hc_schema_version").fetchall())
+    return store._read(
+        lambda c: c.execute(
+            "SELECT version FROM hc_schema_versions WHERE component = 'sessions'"
+        ).fetchall()
+    )
 
 
 def test_it_is_a_session_store(pg):
@@ -34,7 +38,7 @@ def test_migrations_are_idempotent_on_a_second_open(postgres_url, pg):
     sid = pg.create_session(title="kept")
     pg.append_messages(sid, [{"role": "user", "content": "still here"}])
     with PostgresSessionStore(postgres_url) as again:
-        assert _versions(again) == [(v,) for v in range(1, POSTGRES_SCHEMA_VERSION + 1)]
+        assert _versions(again) == [(POSTGRES_SCHEMA_VERSION,)]
         assert again.get_messages(sid) == [{"role": "user", "content": "still here"}]
 
 
@@ -197,3 +201,13 @@ def test_prepend_then_append_keeps_every_message_in_order(pg, contents, start):
     pg.append_messages(sid, messages[cut:])
     pg.prepend_messages(sid, messages[:cut])
     assert pg.get_messages(sid) == messages
+
+
+def test_a_schema_a_newer_version_wrote_is_refused(postgres_url, pg):
+    pg._write(
+        lambda c: c.execute(
+            "UPDATE hc_schema_versions SET version = 99 WHERE component = 'sessions'"
+        )
+    )
+    with pytest.raises(StoreError, match="sessions schema is version 99, newer than this"):
+        PostgresSessionStore(postgres_url)

@@ -12,6 +12,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from .errors import ConfigError, StoreError
 
@@ -34,21 +35,42 @@ def is_postgres_url(url: object) -> bool:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its password, and any ``password=`` parameter, replaced by ``***``."""
-    url = _PASSWORD.sub(r"\1***@", url)
-    return re.sub(r"(password=)[^&\s]*", r"\1***", url)
+    """``url`` with its password (in the URL or as ``password=``) replaced by ``***``."""
+    shown = _PASSWORD.sub(r"\1***@", url)
+    for secret in url_secrets(url):
+        shown = shown.replace(secret, "***")
+    return shown
 
 
-def _psycopg() -> Any:
+def url_secrets(url: str) -> list[str]:
+    """The passwords ``url`` holds: in its netloc, or as ``password=…`` (URL query or DSN)."""
+    try:
+        found = [urlsplit(url).password or ""]
+    except ValueError:
+        found = []
+    for piece in url.replace("&", " ").replace("?", " ").split():
+        key, _, value = piece.partition("=")
+        if key.strip().lower() == "password":
+            found.append(value.strip("'"))
+    return [secret for secret in found if secret]
+
+
+def driver() -> tuple[Any, Any]:
+    """psycopg and psycopg_pool, imported on first use (they are the ``[postgres]`` extra).
+
+    Raises:
+        ConfigError: either is missing (the message says what to install).
+    """
     try:
         import psycopg
-        import psycopg_pool  # noqa: F401 - checked here so both are named in one message
-    except ImportError:
+        import psycopg_pool
+    except ImportError as exc:
         raise ConfigError(
-            'a PostgreSQL store needs psycopg: pip install "hermes-context[postgres]"',
-            key="store",
+            f"a PostgreSQL store needs psycopg and psycopg_pool ({exc.name} is missing): "
+            'pip install "hermes-context[postgres]"',
+            key="bridge.store",
         ) from None
-    return psycopg
+    return psycopg, psycopg_pool
 
 
 def open_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> psycopg_pool.ConnectionPool:
@@ -63,9 +85,7 @@ def open_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> psycopg_poo
             f"a PostgreSQL store URL starts with postgresql://, got {redact_url(str(url))!r}",
             key="store",
         )
-    _psycopg()
-    import psycopg_pool
-
+    _, psycopg_pool = driver()
     pool = psycopg_pool.ConnectionPool(
         url,
         min_size=min_size,
@@ -95,7 +115,7 @@ def first_line(exc: BaseException) -> str:
 @contextlib.contextmanager
 def store_errors(what: str) -> Iterator[None]:
     """Turn a psycopg error inside the block into ``StoreError("<what> failed: ...")``."""
-    psycopg = _psycopg()
+    psycopg, _ = driver()
     try:
         yield
     except psycopg.Error as exc:

@@ -1,8 +1,9 @@
 """The PostgreSQL schema of the session store: numbered, idempotent migrations.
 
-``hc_schema_version`` records each migration applied; opening a store applies
-the missing ones in one transaction, holding an advisory lock so that two
-processes opening a new schema at once migrate it once. The tables mirror
+``hc_schema_versions`` records the version reached (component ``sessions``);
+opening a store applies the missing migrations in one transaction, holding
+an advisory lock so that two processes opening a new schema at once migrate
+it once. The tables mirror
 ``state.db`` (``sessions``, ``messages``, ``compactions``, ``message_sources``)
 and the ``hc_*`` views are the names the shared SQL reads, as the SQLite
 store's per-connection views are (here the tables are always ours).
@@ -10,9 +11,10 @@ store's per-connection views are (here the tables are always ours).
 
 from __future__ import annotations
 
-import time
+import functools
 from typing import TYPE_CHECKING, Any
 
+from ... import pgsql
 from ..rows import INSERT_COLUMNS
 from .search import CONFIG
 
@@ -109,33 +111,24 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def applied(conn: psycopg.Connection[Any]) -> int:
-    """The highest migration applied to the connection's schema (0: none)."""
-    row = conn.execute("SELECT coalesce(max(version), 0) FROM hc_schema_version").fetchone()
-    return int(row[0]) if row else 0
+COMPONENT = "sessions"
 
 
 def migrate(conn: psycopg.Connection[Any]) -> int:
     """Apply the missing migrations in one transaction; return the version reached.
 
-    A schema a newer hermes-context migrated is left alone; the version it
-    has is returned (the store refuses it).
+    The version is recorded in ``hc_schema_versions`` (component ``sessions``),
+    beside the other PostgreSQL stores', under their shared advisory lock.
 
     Raises:
+        StoreError: a newer hermes-context migrated this schema.
         psycopg.Error: the database refused a statement (the store reports it).
     """
+    steps = [functools.partial(_apply, statements) for statements in MIGRATIONS]
     with conn.transaction():
-        conn.execute(LOCK, (LOCK_NAMESPACE,))
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS hc_schema_version "
-            "(version integer PRIMARY KEY, applied_at double precision NOT NULL)"
-        )
-        version = applied(conn)
-        for number in range(version + 1, SCHEMA_VERSION + 1):
-            for statement in MIGRATIONS[number - 1]:
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO hc_schema_version (version, applied_at) VALUES (%s, %s)",
-                (number, time.time()),
-            )
-        return max(version, SCHEMA_VERSION)
+        return pgsql.migrate(conn, COMPONENT, steps)
+
+
+def _apply(statements: tuple[str, ...], conn: psycopg.Connection[Any]) -> None:
+    for statement in statements:
+        conn.execute(statement)

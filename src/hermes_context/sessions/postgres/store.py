@@ -14,9 +14,9 @@ import contextlib
 import sqlite3
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
-from urllib.parse import urlsplit
 
-from ...errors import ConfigError, StoreError
+from ... import pgsql
+from ...errors import StoreError
 from ..operations import SessionOperations
 from . import schema
 from .connection import PgConnection
@@ -31,44 +31,6 @@ CONNECT_TIMEOUT = 10
 # Seconds a caller waits for a free pooled connection before the store gives up.
 POOL_TIMEOUT = 30
 _READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-INSTALL_HINT = 'pip install "hermes-context[postgres]"'
-
-
-def _driver() -> tuple[Any, Any]:
-    """psycopg and psycopg_pool, imported on first use (they are an extra)."""
-    try:
-        import psycopg
-        import psycopg_pool
-    except ImportError as exc:
-        raise ConfigError(
-            f"the PostgreSQL session store needs psycopg and psycopg_pool ({exc.name} is "
-            f"missing); install them with: {INSTALL_HINT}",
-            key="sessions.url",
-        ) from None
-    return psycopg, psycopg_pool
-
-
-def redact(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for messages and ``repr``)."""
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        password = None
-    shown = url.replace(f":{password}@", ":***@") if password else url
-    for secret in (password, *_keyword_passwords(url)):
-        if secret:
-            shown = shown.replace(secret, "***")
-    return shown
-
-
-def _keyword_passwords(url: str) -> list[str]:
-    """Passwords given as ``password=...`` (a keyword DSN or a URL query)."""
-    out = []
-    for piece in url.replace("&", " ").replace("?", " ").split():
-        key, _, value = piece.partition("=")
-        if key.strip().lower() == "password" and value:
-            out.append(value.strip("'"))
-    return out
 
 
 class PostgresSessionStore(SessionOperations):
@@ -88,19 +50,13 @@ class PostgresSessionStore(SessionOperations):
     """
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
-        psycopg, pool = _driver()
+        psycopg, pool = pgsql.driver()
         self.url = url
-        self._shown = redact(url)
+        self._shown = pgsql.redact_url(url)
         self._pool: ConnectionPool[Any] | None = None
         with self._errors():
             with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
-                version = schema.migrate(conn)
-            if version > schema.SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self._shown}: the schema is at version {version}, newer than this "
-                    f"hermes-context knows ({schema.SCHEMA_VERSION}); upgrade hermes-context",
-                    path=self._shown,
-                )
+                schema.migrate(conn)
             self._pool = pool.ConnectionPool(
                 url,
                 min_size=min_size,
@@ -133,7 +89,7 @@ class PostgresSessionStore(SessionOperations):
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:
         """psycopg's and the pool's errors as a one-line ``StoreError`` without the password."""
-        psycopg, pool = _driver()
+        psycopg, pool = pgsql.driver()
         try:
             yield
         except UnicodeEncodeError as exc:
@@ -148,10 +104,9 @@ class PostgresSessionStore(SessionOperations):
     def _fail(self, exc: Exception) -> NoReturn:
         text = str(exc).strip().splitlines()
         detail = text[0] if text else type(exc).__name__
-        for secret in (urlsplit(self.url).password, *_keyword_passwords(self.url)):
-            if secret:
-                detail = detail.replace(secret, "***")
-        psycopg, pool = _driver()
+        for secret in pgsql.url_secrets(self.url):
+            detail = detail.replace(secret, "***")
+        psycopg, pool = pgsql.driver()
         if isinstance(exc, (psycopg.OperationalError, pool.PoolTimeout)):
             fix = "check that the server is running and the URL, user and database are right"
         elif "0x00" in detail:
