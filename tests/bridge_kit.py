@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import socket
 import threading
@@ -31,13 +32,33 @@ def write_config(home: Path, server: ScriptedLLMServer, extra: str = "", context
     )
 
 
+# A PostgreSQL URL when the test runs the bridge on PostgreSQL (the ``bridge_store``
+# fixture sets it), else None: the home's files.
+STORE_URL: str | None = None
+
+
+def make_config(home: Path, server: ScriptedLLMServer, extra: str = "", context_length=128_000):
+    """``config.yaml`` written and loaded, on the store the test runs on."""
+    write_config(home, server, extra, context_length)
+    config = load_config(hermes_home=home)
+    if STORE_URL:
+        config = dataclasses.replace(
+            config, bridge=dataclasses.replace(config.bridge, store=STORE_URL)
+        )
+    return config
+
+
 def make_app(home: Path, server: ScriptedLLMServer, extra: str = "", context_length=128_000):
     """The app and the headers of two users, alice and bob."""
-    write_config(home, server, extra, context_length)
-    store = TokenStore(home)
+    config = make_config(home, server, extra, context_length)
+    if STORE_URL:
+        app = create_app(config)
+        store = app.state.tokens
+    else:
+        store = TokenStore(home)
+        app = create_app(config, tokens=store)
     alice = store.add("alice")[1]
     bob = store.add("bob")[1]
-    app = create_app(load_config(hermes_home=home), tokens=store)
     return app, {"Authorization": f"Bearer {alice}"}, {"Authorization": f"Bearer {bob}"}
 
 

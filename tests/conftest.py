@@ -62,12 +62,36 @@ def sqlite_session_db(hermes_home):
 SESSION_STORES = ("sqlite", "postgresql")
 
 
+# The bridge test modules whose apps (``bridge_kit.make_app``) run on each store.
+BRIDGE_STORE_MODULES = frozenset(
+    {"test_bridge", "test_bridge_turns", "test_bridge_http", "test_bridge_replay"}
+)
+BRIDGE_STORES = ("home", "postgresql")
+
+
 def pytest_generate_tests(metafunc):
-    """``session_db`` is each store, but only SQLite for tests marked ``sqlite_only``."""
+    """``session_db`` is each store, but only SQLite for tests marked ``sqlite_only``;
+    the bridge's apps run on the home and on PostgreSQL, except tests marked ``home_store_only``."""
     if "session_db" in metafunc.fixturenames:
         only_sqlite = metafunc.definition.get_closest_marker("sqlite_only") is not None
         stores = SESSION_STORES[:1] if only_sqlite else SESSION_STORES
         metafunc.parametrize("session_db", stores, indirect=True)
+    if metafunc.module.__name__ in BRIDGE_STORE_MODULES:
+        only_home = metafunc.definition.get_closest_marker("home_store_only") is not None
+        stores = BRIDGE_STORES[:1] if only_home else BRIDGE_STORES
+        metafunc.parametrize("bridge_store", stores, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def bridge_store(request, monkeypatch):
+    """Where ``bridge_kit.make_app``'s bridges keep their state: the home, or PostgreSQL
+    (parametrised in ``BRIDGE_STORE_MODULES``; the home everywhere else)."""
+    store = getattr(request, "param", "home")
+    if store == "postgresql":
+        import bridge_kit
+
+        monkeypatch.setattr(bridge_kit, "STORE_URL", request.getfixturevalue("postgres_url"))
+    return store
 
 
 @pytest.fixture

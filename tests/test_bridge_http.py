@@ -116,6 +116,7 @@ def test_a_full_disk_is_507_and_names_no_path(hermes_home, model, tmp_path):
     assert str(tmp_path) not in response.text and "tiny.db" not in response.text
 
 
+@pytest.mark.home_store_only
 def test_a_read_only_database_is_503_and_names_no_path(hermes_home, model, monkeypatch):
     opened = connection.connect
 
