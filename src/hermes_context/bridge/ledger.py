@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -87,7 +87,20 @@ class TurnLedger(Protocol):
         ...
 
     def append(self, turn_id: str, events: Sequence[Event]) -> list[int]:
-        """Store events after the turn's last; their sequence numbers."""
+        """Store events after the turn's last (after any still pending); their sequence numbers."""
+        ...
+
+    def record(
+        self, turn_id: str, kind: str, data: dict[str, Any], stored: Callable[[int | None], None]
+    ) -> None:
+        """Store one event, maybe later and in a batch, in order; then ``stored(seq)``.
+
+        ``stored(None)``: it could not be stored (the stream goes on live).
+        """
+        ...
+
+    def after_pending(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once every event recorded before has been stored."""
         ...
 
     def finish(self, turn_id: str, state: str) -> None: ...
@@ -172,6 +185,14 @@ class LocalLedger:
             turn.events.extend(stored)
             turn.changed.notify_all()
         return [seq for seq, _, _ in stored]
+
+    def record(
+        self, turn_id: str, kind: str, data: dict[str, Any], stored: Callable[[int | None], None]
+    ) -> None:
+        stored(self.append(turn_id, [(kind, data)])[0])
+
+    def after_pending(self, callback: Callable[[], None]) -> None:
+        callback()
 
     def finish(self, turn_id: str, state: str) -> None:
         turn = self._turn(turn_id)

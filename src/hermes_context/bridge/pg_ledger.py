@@ -12,14 +12,17 @@ replica turns into wake-ups for the clients following that turn.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import logging
+import queue
 import threading
 import time
 import uuid
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import pgsql
 from ..errors import StoreError
@@ -30,10 +33,14 @@ if TYPE_CHECKING:
     import psycopg_pool
 
 LOG = logging.getLogger("hermes_context.bridge")
+T = TypeVar("T")
 COMPONENT = "bridge"
 CHANNEL = "hc_turn_events"
 # How often a replica says it is alive.
 HEARTBEAT_SECONDS = 2.0
+# Events stored in one transaction at most.
+MAX_BATCH = 256
+_STOP = object()
 # A replica silent this long is dead (its leases free, its running turns taken over).
 DEFAULT_TTL_SECONDS = 10.0
 # How long a job waiting for a session held by another replica sleeps between tries.
@@ -109,6 +116,9 @@ class PostgresLedger:
         self._owns_pool = pool is None
         self.pool = pool or pgsql.open_pool(url, max_size=max_size)
         self._stop = threading.Event()
+        # The last sequence number stored per running turn (the writer thread's only).
+        self._last: dict[str, int] = {}
+        self._writer = _Writer(self._store)
         self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self._waiters_lock = threading.Lock()
         try:
@@ -116,6 +126,7 @@ class PostgresLedger:
                 pgsql.migrate(conn, COMPONENT, MIGRATIONS)
             self._beat()
         except BaseException:
+            self._writer.close()
             if self._owns_pool:
                 self.pool.close()
             raise
@@ -184,31 +195,63 @@ class PostgresLedger:
     def append(self, turn_id: str, events: Sequence[Event]) -> list[int]:
         if not events:
             return []
-        with self._conn("storing turn events") as conn:
-            row = conn.execute(
-                "SELECT coalesce(max(seq), 0) FROM hc_turn_events WHERE turn_id = %s", (turn_id,)
-            ).fetchone()
-            start = row[0] if row else 0
-            seqs = list(range(start + 1, start + 1 + len(events)))
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO hc_turn_events (turn_id, seq, kind, data) "
-                    "VALUES (%s, %s, %s, %s::jsonb)",
-                    [
-                        (turn_id, seq, kind, json.dumps(data, ensure_ascii=False, default=str))
-                        for seq, (kind, data) in zip(seqs, events, strict=True)
-                    ],
-                )
-            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, turn_id))
-        return seqs
+        return self._writer.call(
+            lambda: self._store([(turn_id, kind, data) for kind, data in events])
+        )
+
+    def record(
+        self, turn_id: str, kind: str, data: dict[str, Any], stored: Callable[[int | None], None]
+    ) -> None:
+        self._writer.submit(_Record(turn_id, kind, data, stored))
+
+    def after_pending(self, callback: Callable[[], None]) -> None:
+        self._writer.submit(callback)
 
     def finish(self, turn_id: str, state: str) -> None:
-        with self._conn("finishing a turn") as conn:
-            conn.execute(
-                "UPDATE hc_turns SET state = %s, finished_at = now() WHERE turn_id = %s",
-                (state, turn_id),
-            )
-            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, turn_id))
+        def run() -> None:
+            self._last.pop(turn_id, None)
+            with self._conn("finishing a turn") as conn:
+                conn.execute(
+                    "UPDATE hc_turns SET state = %s, finished_at = now() WHERE turn_id = %s",
+                    (state, turn_id),
+                )
+                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, turn_id))
+
+        self._writer.call(run)
+
+    def _store(self, items: Sequence[tuple[str, str, dict[str, Any]]]) -> list[int]:
+        """Store events in one transaction (on the writer thread); their sequence numbers."""
+        turns = list(dict.fromkeys(turn_id for turn_id, _, _ in items))
+        try:
+            with self._conn("storing turn events") as conn:
+                # Events must outlive a replica, not the database server: no WAL flush wait.
+                conn.execute("SET LOCAL synchronous_commit = off")
+                for turn_id in turns:
+                    if turn_id not in self._last:
+                        row = conn.execute(
+                            "SELECT coalesce(max(seq), 0) FROM hc_turn_events WHERE turn_id = %s",
+                            (turn_id,),
+                        ).fetchone()
+                        self._last[turn_id] = row[0] if row else 0
+                rows, seqs = [], []
+                for turn_id, kind, data in items:
+                    self._last[turn_id] += 1
+                    seqs.append(self._last[turn_id])
+                    text = json.dumps(data, ensure_ascii=False, default=str)
+                    rows.append((turn_id, self._last[turn_id], kind, text))
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO hc_turn_events (turn_id, seq, kind, data) "
+                        "VALUES (%s, %s, %s, %s::jsonb)",
+                        rows,
+                    )
+                for turn_id in turns:
+                    conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, turn_id))
+        except BaseException:
+            for turn_id in turns:  # read again from the table next time
+                self._last.pop(turn_id, None)
+            raise
+        return seqs
 
     def events(self, turn_id: str, after: int = 0) -> list[StoredEvent]:
         with self._conn("reading turn events") as conn:
@@ -315,7 +358,8 @@ class PostgresLedger:
                 pass
 
     def close(self) -> None:
-        """Stop heartbeating and leave: this replica's leases are free at once."""
+        """Store what is pending, stop heartbeating and leave: this replica's leases are free."""
+        self._writer.close()
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=5)
@@ -327,3 +371,97 @@ class PostgresLedger:
             LOG.warning("leaving the replica table failed: %s", exc)
         if self._owns_pool:
             self.pool.close()
+
+
+@dataclass(frozen=True)
+class _Record:
+    turn_id: str
+    kind: str
+    data: dict[str, Any]
+    stored: Callable[[int | None], None]
+
+
+class _Writer:
+    """One thread that stores recorded events in batches, in the order they came.
+
+    Consecutive events go into one transaction (one commit, one NOTIFY per
+    turn); anything else queued (``call``, ``after_pending`` callbacks) runs
+    in its place in the order.
+    """
+
+    def __init__(self, store: Callable[[Sequence[tuple[str, str, dict[str, Any]]]], list[int]]):
+        self._store = store
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, item: _Record | Callable[[], Any]) -> None:
+        self._queue.put(item)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the writer after what is queued; its result (or exception)."""
+        if threading.current_thread() is self._thread:
+            return fn()
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                future.set_exception(exc)
+
+        self._queue.put(run)
+        return future.result()
+
+    def close(self) -> None:
+        self._queue.put(_STOP)
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while len(batch) < MAX_BATCH:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            for group in _groups(batch):
+                if group is _STOP:
+                    return
+                self._handle(group)
+
+    def _handle(self, group: Any) -> None:
+        if isinstance(group, list):
+            try:
+                seqs: list[int | None] = list(
+                    self._store([(r.turn_id, r.kind, r.data) for r in group])
+                )
+            except Exception as exc:  # noqa: BLE001 - the streams go on live
+                LOG.warning("storing %d turn events failed: %s", len(group), exc)
+                seqs = [None] * len(group)
+            for record, seq in zip(group, seqs, strict=True):
+                _quietly(record.stored, seq)
+        else:
+            _quietly(group)
+
+
+def _groups(batch: list[Any]) -> Iterator[Any]:
+    """Runs of consecutive ``_Record`` as lists; anything else on its own."""
+    run: list[_Record] = []
+    for item in batch:
+        if isinstance(item, _Record):
+            run.append(item)
+            continue
+        if run:
+            yield run
+            run = []
+        yield item
+    if run:
+        yield run
+
+
+def _quietly(fn: Callable[..., Any], *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:  # noqa: BLE001 - one bad callback must not stop the writer
+        LOG.exception("a turn ledger callback failed")

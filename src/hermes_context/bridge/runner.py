@@ -50,42 +50,46 @@ Frame = tuple[str, dict[str, Any], int | None]
 class EventQueue:
     """One job's events, put from any thread, read on the event loop; ended exactly once.
 
-    With a ``record`` function (the turn ledger's), an event put from a worker
-    thread is stored first and carries the sequence number it was stored
-    under; events put on the event loop itself (``queued`` notices) are live
-    only. Events put after the end (a job that goes on past its deadline) are
-    dropped.
+    With a turn in the ``ledger``, an event put from a worker thread is stored
+    first and reaches the stream only then, carrying the sequence number it
+    was stored under (the ledger may store events in batches, on a thread of
+    its own, in order); ``end`` from a worker waits for those events. Events
+    put on the event loop itself (``queued`` notices, a deadline's error) are
+    live only and go out at once. Events put after the end are dropped.
     """
 
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
-        record: Callable[[str, dict[str, Any]], int] | None = None,
+        ledger: TurnLedger | None = None,
+        turn_id: str | None = None,
     ) -> None:
         self.loop = loop
-        self.record = record
+        self.ledger = ledger if turn_id is not None else None
+        self.turn_id = turn_id or ""
         self._queue: asyncio.Queue[Frame | None] = asyncio.Queue()
         self._ended = False
         self._lock = threading.Lock()
 
     def put(self, kind: str, data: dict[str, Any]) -> None:
-        with self._lock:
-            if self._ended:
-                return
-            seq = self._record(kind, data)
-            self._send((kind, data, seq))
+        if self.ledger is None or _on_loop(self.loop):
+            self._deliver(kind, data, None)
+            return
+        self.ledger.record(self.turn_id, kind, data, lambda seq: self._deliver(kind, data, seq))
 
-    def _record(self, kind: str, data: dict[str, Any]) -> int | None:
-        if self.record is None or _on_loop(self.loop):
-            return None
-        try:
-            return self.record(kind, data)
-        except Exception as exc:  # noqa: BLE001 - the live stream goes on without the ledger
-            LOG.warning("storing a turn event failed, the rest are live only: %s", exc)
-            self.record = None
-            return None
+    def _deliver(self, kind: str, data: dict[str, Any], seq: int | None) -> None:
+        with self._lock:
+            if not self._ended:
+                self._send((kind, data, seq))
 
     def end(self) -> None:
+        """End the stream: at once on the event loop, after the stored events from a worker."""
+        if self.ledger is None or _on_loop(self.loop):
+            self._end_now()
+        else:
+            self.ledger.after_pending(self._end_now)
+
+    def _end_now(self) -> None:
         with self._lock:
             if not self._ended:
                 self._ended = True
@@ -234,7 +238,7 @@ class TurnRunner:
         the turn is finished there when the job ends.
         """
         loop = asyncio.get_running_loop()
-        events = EventQueue(loop, self._recorder(turn) if turn is not None else None)
+        events = EventQueue(loop, self.ledger, turn.turn_id if turn is not None else None)
         job = Job(slot, work, events, time.monotonic() + self.timeout_seconds, label, turn)
         job.timer = loop.call_later(self.timeout_seconds, self._expire, job)
         with self._lock:
@@ -251,12 +255,6 @@ class TurnRunner:
         if queued is not None:
             job.events.put("status", {"kind": "queued", **queued})
         return job
-
-    def _recorder(self, turn: TurnRecord) -> Callable[[str, dict[str, Any]], int]:
-        def record(kind: str, data: dict[str, Any]) -> int:
-            return self.ledger.append(turn.turn_id, [(kind, data)])[0]
-
-        return record
 
     async def result(self, job: Job) -> Any:
         """What ``job.work`` returned (or raised), by its deadline."""
