@@ -575,3 +575,17 @@ def test_sessions_started_in_the_same_instant_list_newest_written_first(session_
         session_db.create_session(sid)
     assert [s["id"] for s in session_db.list_sessions()] == written[::-1]
     assert [s["id"] for s in session_db.list_sessions(limit=1)] == ["a"]
+
+
+def test_last_message_id_is_the_newest_message_of_that_session(session_db):
+    sid = session_db.create_session()
+    assert session_db.last_message_id(sid) is None
+    ids = session_db.append_messages(
+        sid, [{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}]
+    )
+    assert session_db.last_message_id(sid) == ids[-1]
+    other = session_db.create_session()
+    session_db.append_messages(other, [{"role": "user", "content": "elsewhere"}])
+    assert session_db.last_message_id(sid) == ids[-1]
+    with pytest.raises(SessionNotFoundError):
+        session_db.last_message_id("no-such-session")

@@ -545,8 +545,8 @@ class AIAgent:
     def reload(self) -> bool:
         """Read the session's messages again if another process stored some since; whether it did."""
         with self._lock:
-            records = self.db.get_message_records(self.session_id)
-            if [r["id"] for r in records] == self._ids:
+            known = max((i for i in self._ids if i is not None), default=None)
+            if self.db.last_message_id(self.session_id) == known:
                 return False
             self._load_messages()
             return True

@@ -250,6 +250,22 @@ class SessionOperations(abc.ABC):
 
         return self._read(run)
 
+    def last_message_id(self, session_id: str) -> int | None:
+        """The id of the session's newest stored message (compacted ones too); None: none yet.
+
+        A cheap way to tell whether another process stored messages since a
+        reader last looked (every append and every compaction makes it grow).
+        """
+
+        def run(conn: sqlite3.Connection) -> int | None:
+            self._require(conn, session_id)
+            row = conn.execute(
+                "SELECT max(id) FROM hc_messages WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            return int(row[0]) if row and row[0] is not None else None
+
+        return self._read(run)
+
     def list_compactions(self, session_id: str) -> list[dict[str, Any]]:
         """The compactions applied to a session, oldest first."""
         cols = (
