@@ -332,10 +332,19 @@ def test_interrupt_aborts_a_model_request_in_flight(server, workspace, hermes_ho
     pieces = []
     callback = {"stream_callback": pieces.append} if stream else {}
     agent = make_agent(server, workspace, hermes_home, **callback)
-    threading.Timer(0.3, agent.interrupt).start()
-    started = time.monotonic()
+
+    def interrupt_in_flight():  # once the server holds the request, whatever imports took
+        deadline = time.monotonic() + 20
+        while not server.chat_requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)
+        interrupted.append(time.monotonic())
+        agent.interrupt()
+
+    interrupted: list[float] = []
+    threading.Thread(target=interrupt_in_flight, daemon=True).start()
     result = agent.run_conversation("take your time")
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - interrupted[0] < 2
     assert result["interrupted"] is True and result["final_response"] == INTERRUPTED_TEXT
     assert len(server.chat_requests) == 1 and pieces == []
     validate_messages(result["messages"])
