@@ -19,6 +19,7 @@ from .errors import (
     InvalidMessagesError,
     LLMAPIError,
     SecurityError,
+    StoreConflictError,
     StoreError,
 )
 from .llm import ChatModel, OpenAISummarizer, build_summarizer
@@ -66,6 +67,7 @@ __all__ = [
     "SecurityError",
     "SessionDB",
     "SkillStore",
+    "StoreConflictError",
     "StoreError",
     "TokenCounter",
     "estimate_messages_tokens_rough",

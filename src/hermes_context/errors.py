@@ -107,6 +107,18 @@ class StoreError(HermesContextError):
         self.data = data
 
 
+class StoreConflictError(StoreError):
+    """A copy would overwrite different data the target already holds under the same name.
+
+    Attributes:
+        what: What is in the way (``session 'abc'``, ``memory of user 'u1'``).
+    """
+
+    def __init__(self, message: str, *, what: str, path: str | None = None) -> None:
+        super().__init__(message, path=path)
+        self.what = what
+
+
 class SecurityError(HermesContextError):
     """Content was refused by a security check.
 

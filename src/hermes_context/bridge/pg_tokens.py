@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .. import pgsql
-from .tokens import TOKEN_PREFIX, check_user_id, token_hash
+from .tokens import STORED_FIELDS, TOKEN_PREFIX, check_user_id, token_hash
 
 if TYPE_CHECKING:
     import psycopg
@@ -68,6 +68,27 @@ class PostgresTokenStore:
                 "SELECT id, user_id, created_at FROM hc_bridge_tokens ORDER BY created_at, id"
             ).fetchall()
         return [{"id": i, "user_id": u, "created_at": c} for i, u, c in rows]
+
+    def hashed_entries(self) -> list[dict[str, Any]]:
+        """Every token as stored (``id``, ``user_id``, ``hash``, ``created_at``), to copy it."""
+        with pgsql.transaction(self.pool, "listing tokens") as conn:
+            rows = conn.execute(
+                f"SELECT {', '.join(STORED_FIELDS)} FROM hc_bridge_tokens ORDER BY created_at, id"
+            ).fetchall()
+        return [dict(zip(STORED_FIELDS, row, strict=True)) for row in rows]
+
+    def restore(self, entries: list[dict[str, Any]]) -> int:
+        """Keep tokens copied from another store (hashes only); return how many were new."""
+        added = 0
+        with pgsql.transaction(self.pool, "copying tokens") as conn:
+            for e in entries:
+                row = conn.execute(
+                    "INSERT INTO hc_bridge_tokens (id, user_id, hash, created_at) "
+                    "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
+                    (e["id"], e["user_id"], e["hash"], e.get("created_at") or time.time()),
+                ).fetchone()
+                added += row is not None
+        return added
 
     def revoke(self, token_id: str) -> bool:
         """Remove the token with this id; whether there was one."""

@@ -23,6 +23,8 @@ from ..fileio import write_text_atomically
 TOKENS_FILE = "bridge_tokens.json"
 TOKEN_PREFIX = "hct_"
 USER_ID_MAX_CHARS = 128
+# What is kept of a token: never the token itself.
+STORED_FIELDS = ("id", "user_id", "hash", "created_at")
 
 
 def token_hash(token: str) -> str:
@@ -73,6 +75,20 @@ class TokenStore:
     def entries(self) -> list[dict[str, Any]]:
         """``id``, ``user_id``, ``created_at`` of every token (never the hash)."""
         return [{k: e[k] for k in ("id", "user_id", "created_at")} for e in self._read()]
+
+    def hashed_entries(self) -> list[dict[str, Any]]:
+        """Every token as stored (``id``, ``user_id``, ``hash``, ``created_at``), to copy it."""
+        return [{k: e.get(k) for k in STORED_FIELDS} for e in self._read()]
+
+    def restore(self, entries: list[dict[str, Any]]) -> int:
+        """Keep tokens copied from another store (hashes only); return how many were new."""
+        with self._lock:
+            have = self._read()
+            known = {e["id"] for e in have}
+            new = [{k: e[k] for k in STORED_FIELDS} for e in entries if e["id"] not in known]
+            if new:
+                self._write(have + new)
+        return len(new)
 
     def revoke(self, token_id: str) -> bool:
         """Remove the token with this id; whether there was one."""

@@ -22,6 +22,7 @@ from ..errors import (
     InvalidMessagesError,
     LLMAPIError,
     SecurityError,
+    StoreConflictError,
     StoreError,
 )
 from ..messages import without_lone_surrogates
@@ -35,6 +36,10 @@ EXIT_NOT_FOUND = 4
 EXIT_LLM = 5
 EXIT_STORE = 6  # state.db, the memory files or another file could not be read or written
 EXIT_SECURITY = 7
+EXIT_CONFLICT = (
+    8  # the target already holds different data under the same name; nothing overwritten
+)
+EXIT_MISMATCH = 9  # a copy read back differs from what was copied
 # A command stopped with Ctrl-C (the shell's convention: 128 + SIGINT).
 EXIT_INTERRUPTED = 130
 
@@ -47,6 +52,8 @@ ERROR_TYPES = {
     EXIT_LLM: "model_error",
     EXIT_STORE: "store_error",
     EXIT_SECURITY: "security_error",
+    EXIT_CONFLICT: "conflict",
+    EXIT_MISMATCH: "verification_failed",
     EXIT_INTERRUPTED: "interrupted",
 }
 # A bug of ours, not a problem the user can fix: its exit code stays EXIT_FAILURE.
@@ -121,6 +128,7 @@ def exit_code_for(exc: HermesContextError) -> int:
         (NotFoundError, EXIT_NOT_FOUND),
         (LLMAPIError, EXIT_LLM),
         (SecurityError, EXIT_SECURITY),
+        (StoreConflictError, EXIT_CONFLICT),
         (StoreError, EXIT_STORE),
         (FileAccessError, EXIT_STORE),
     ]

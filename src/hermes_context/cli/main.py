@@ -26,6 +26,7 @@ _SUBCOMMANDS = {
     "run": ("hermes_context.cli.agent_cmd", "run"),
     "sessions": ("hermes_context.cli.sessions_cmd", "sessions"),
     "skills": ("hermes_context.cli.skills_cmd", "skills"),
+    "store": ("hermes_context.cli.store_cmd", "store"),
 }
 
 

@@ -145,6 +145,15 @@ class PendingQueue:
         atomic_write(folder / f"{pending.id}.json", json.dumps(pending.to_dict(), indent=2))
         return pending
 
+    def restore(self, pending: PendingWrite) -> bool:
+        """Keep a staged write copied from another queue, id and all; whether it was new."""
+        path = self._path(pending.id)
+        if path.exists():
+            return False
+        ensure_dir(self.folder)
+        atomic_write(path, json.dumps(pending.to_dict(), indent=2))
+        return True
+
     def list(self) -> list[PendingWrite]:
         """Every readable staged write, oldest first (see ``corrupt`` for the rest)."""
         return self.scan()[0]

@@ -154,6 +154,16 @@ class Archive(ArchiveQueries):
                     lines.append(json.dumps(entry.to_dict(), ensure_ascii=False))
         return added
 
+    def restore(self, entries: Sequence[ArchivedEntry]) -> list[ArchivedEntry]:
+        """Add entries copied from another archive as they are; return those not here yet."""
+        if not entries:
+            return []
+        with self._locked() as lines:
+            have = {e.id for e in _readable(lines)}
+            added = [e for e in entries if e.id not in have]
+            lines.extend(json.dumps(e.to_dict(), ensure_ascii=False) for e in added)
+        return added
+
     def drop(self, ids: Iterable[str]) -> list[ArchivedEntry]:
         """Remove the entries with these ids (restored, or live again); returns them."""
         wanted = set(ids)

@@ -177,6 +177,11 @@ class FileBacking:
     def read(self, target: str) -> str:
         return _fileio.read_text(self.real_path(target)) or ""
 
+    def replace_notes(self, target: str, text: str) -> None:
+        """Set ``target``'s notes to a copy of another memory's (whose journal comes along)."""
+        with self.writing(target):
+            _fileio.atomic_write(self.real_path(target), text)
+
     @contextlib.contextmanager
     def writing(self, target: str) -> Iterator[NotesWrite]:
         _fileio.ensure_dir(self.memory_dir)

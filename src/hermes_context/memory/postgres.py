@@ -174,6 +174,16 @@ class PostgresMemoryBacking:
             ).fetchone()
         return row[0] if row else ""
 
+    def replace_notes(self, target: str, text: str) -> None:
+        """Set ``target``'s notes to a copy of another memory's (whose journal comes along)."""
+        with self.memory.connection(f"copying {TARGET_FILENAMES[target]}") as conn:
+            conn.execute(
+                "INSERT INTO hc_memory_notes (scope, target, content) VALUES (%s, %s, %s) "
+                "ON CONFLICT (scope, target) DO UPDATE SET content = excluded.content, "
+                "updated_at = now()",
+                (self.scope, target, text),
+            )
+
     @contextlib.contextmanager
     def writing(self, target: str) -> Iterator[NotesWrite]:
         with self.memory.connection(f"writing {TARGET_FILENAMES[target]}") as conn:
@@ -314,6 +324,21 @@ class _Archive(ArchiveQueries):
         with self._memory.connection("archiving entries") as conn:
             return _add_archived(conn, self._scope, target, contents, reason, session_id)
 
+    def restore(self, entries: Sequence[ArchivedEntry]) -> list[ArchivedEntry]:
+        """Add entries copied from another archive as they are; return those not here yet."""
+        added = []
+        with self._memory.connection("copying archived entries") as conn:
+            for e in entries:
+                row = conn.execute(
+                    "INSERT INTO hc_memory_archive "
+                    "(scope, id, target, content, archived_at, reason, session_id) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
+                    (self._scope, e.id, e.target, e.content, e.archived_at, e.reason, e.session_id),
+                ).fetchone()
+                if row:
+                    added.append(e)
+        return added
+
     def drop(self, ids: Iterable[str]) -> list[ArchivedEntry]:
         wanted = list(ids)
         if not wanted:
@@ -397,6 +422,16 @@ class _Pending:
                 (self._scope, pending.id, created, json.dumps(pending.to_dict())),
             )
         return pending
+
+    def restore(self, pending: PendingWrite) -> bool:
+        """Keep a staged write copied from another queue, id and all; whether it was new."""
+        with self._memory.connection("copying a staged write") as conn:
+            row = conn.execute(
+                "INSERT INTO hc_memory_pending (scope, id, created, data) "
+                "VALUES (%s, %s, %s, %s::jsonb) ON CONFLICT DO NOTHING RETURNING id",
+                (self._scope, pending.id, pending.created, json.dumps(pending.to_dict())),
+            ).fetchone()
+        return row is not None
 
     def list(self) -> builtins.list[PendingWrite]:
         return self.scan()[0]

@@ -26,6 +26,16 @@ class Dialect(Protocol):
         """Insert ``rows.INSERT_COLUMNS`` rows into ``messages``; return their ids in order."""
         ...
 
+    def copy_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
+    ) -> None:
+        """Insert rows copied from another store, ids included (``messages`` indexed too)."""
+        ...
+
+    def advance_ids(self) -> None:
+        """Move the id sequences past the ids ``copy_rows`` inserted."""
+        ...
+
     def match_expressions(self, query: str, raw: bool) -> list[tuple[str, str]]:
         """(kind, expression) to try in order: ``all`` words, then ``any``; or ``raw``.
 

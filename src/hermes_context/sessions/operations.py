@@ -13,10 +13,10 @@ import abc
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ..errors import StoreError
-from . import compaction, queries, search
+from . import compaction, queries, search, transfer
 from .hits import Within
 from .semantic import SessionVectors
 
@@ -283,6 +283,39 @@ class SessionOperations(abc.ABC):
             return [dict(zip(names, row, strict=True)) for row in cur]
 
         return self._read(run)
+
+    # -- copying between stores ---------------------------------------------
+
+    def session_ids(self) -> list[str]:
+        """Every session id, each parent before its children (the order to copy them in)."""
+        return self._read(transfer.all_session_ids)
+
+    def export_session(self, session_id: str) -> transfer.SessionCopy:
+        """Everything stored of one session (row, every message row, compactions), for a copy.
+
+        Raises:
+            SessionNotFoundError: no such session.
+        """
+
+        def run(conn: sqlite3.Connection) -> transfer.SessionCopy:
+            found = transfer.read_copy(conn, session_id)
+            if found is None:
+                self._require(conn, session_id)  # raises
+            return cast(transfer.SessionCopy, found)
+
+        return self._read(run)
+
+    def restore_session(self, copy: transfer.SessionCopy) -> bool:
+        """Store an ``export_session`` of another store here, ids kept, in one transaction.
+
+        Returns:
+            True when copied; False when this store held the same session already.
+
+        Raises:
+            StoreConflictError: it holds a different session with that id, or
+                another session has one of its ids or its title.
+        """
+        return self._write(lambda c: transfer.write_copy(c, copy, where=self._where))
 
     # -- compaction -------------------------------------------------------
 

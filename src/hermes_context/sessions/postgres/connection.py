@@ -36,6 +36,14 @@ _INSERT_MESSAGE = (
     f"VALUES ({', '.join(['%s'] * len(INSERT_COLUMNS))}, "
     f"to_tsvector('{search.CONFIG}', %s)) RETURNING id"
 )
+# Tables whose ``id`` is an identity column: a copy keeps its ids, then moves the sequence on.
+_IDENTITY_TABLES = ("messages", "compactions")
+# Never backwards: an id a deleted row had is not handed out again.
+_ADVANCE = (
+    "SELECT setval(s.seq, greatest(coalesce((SELECT max(id) FROM {table}), 1), "
+    "coalesce(pg_sequence_last_value(s.seq::regclass), 1))) "
+    "FROM pg_get_serial_sequence(%s, 'id') AS s(seq)"
+)
 _REINDEX_SELECT = "SELECT id, search_text, content FROM messages WHERE id > %s ORDER BY id LIMIT %s"
 _REINDEX = f"UPDATE messages SET search_vector = to_tsvector('{search.CONFIG}', %s) WHERE id = %s"
 _SEARCH_TEXT = INSERT_COLUMNS.index("search_text")
@@ -120,6 +128,29 @@ class PgConnection:
                 if not cur.nextset():
                     break
         return ids
+
+    def copy_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
+    ) -> None:
+        """Insert rows copied from another store with their ids; ``messages`` get search vectors."""
+        names = list(columns)
+        values = [list(r) for r in rows]
+        marks = ["%s"] * len(names)
+        if table == "messages":
+            content, text = names.index("content"), names.index("search_text")
+            names.append("search_vector")
+            marks.append(f"to_tsvector('{search.CONFIG}', %s)")
+            for v in values:
+                v.append(index_source((v[content], v[text])))
+        overriding = " OVERRIDING SYSTEM VALUE" if table in _IDENTITY_TABLES else ""
+        sql = f"INSERT INTO {table} ({', '.join(names)}){overriding} VALUES ({', '.join(marks)})"
+        with self.raw.cursor() as cur:
+            cur.executemany(sql, values)
+
+    def advance_ids(self) -> None:
+        """Move the identity sequences past the largest ids (a copy inserted its own)."""
+        for table in _IDENTITY_TABLES:
+            self.raw.execute(_ADVANCE.format(table=table), (table,))
 
     def match_expressions(self, query: str, raw: bool) -> list[tuple[str, str]]:
         """``tsquery`` texts to try: all words, then any word; or the raw query translated."""
