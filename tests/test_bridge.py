@@ -206,6 +206,32 @@ def test_token_commands(hermes_home):
     assert run("bridge", "token", "add", "two words").exit_code == 2
 
 
+@pytest.mark.home_store_only
+def test_token_commands_on_postgresql(hermes_home, postgres_url):
+    from hermes_context import pgsql
+    from hermes_context.bridge.pg_tokens import PostgresTokenStore
+
+    def run(*args):
+        return CliRunner().invoke(cli, [*args, "--store", postgres_url], catch_exceptions=False)
+
+    added = run("bridge", "token", "add", "dave")
+    assert added.exit_code == 0
+    token = added.stdout.split()[-1]
+    assert not (hermes_home / "bridge_tokens.json").exists()
+    pool = pgsql.open_pool(postgres_url, max_size=1)
+    try:
+        assert PostgresTokenStore(pool).user_for(token) == "dave"
+        [entry] = json.loads(run("bridge", "token", "list", "--json").stdout)["tokens"]
+        assert entry["user_id"] == "dave" and "hash" not in entry
+        assert run("bridge", "token", "revoke", entry["id"]).exit_code == 0
+        assert PostgresTokenStore(pool).user_for(token) is None
+    finally:
+        pool.close()
+    assert run("bridge", "token", "revoke", "nope").exit_code == 4
+    wrong = CliRunner().invoke(cli, ["bridge", "token", "list", "--store", "mysql://db/x"])
+    assert wrong.exit_code == 2 and "--store takes a postgresql:// URL" in wrong.output
+
+
 def test_bridge_serve_runs_a_real_server(hermes_home, model):
     import os
     import signal

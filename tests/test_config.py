@@ -1088,3 +1088,20 @@ def test_the_readme_model_example_loads(hermes_home):
     cfg = load_config()
     assert cfg.llm_configured
     assert (cfg.model.base_url, cfg.model.name) == ("http://localhost:11434/v1", "qwen2.5:7b")
+
+
+def test_the_bridge_store_url_is_shown_without_its_password(tmp_path):
+    (tmp_path / "config.yaml").write_text(
+        "bridge:\n  store: postgresql://hermes:s3cret@db.internal:5432/hermes\n", encoding="utf-8"
+    )
+    config = load_config(hermes_home=tmp_path)
+    assert config.bridge.store == "postgresql://hermes:s3cret@db.internal:5432/hermes"
+    shown = config.to_dict()["bridge"]["store"]
+    assert shown == "postgresql://hermes:***@db.internal:5432/hermes"
+
+
+@pytest.mark.parametrize("store", ["sqlite:///x/state.db", "mysql://db/x", "db.internal"])
+def test_a_bridge_store_that_is_not_postgresql_is_a_config_error(tmp_path, store):
+    (tmp_path / "config.yaml").write_text(f"bridge:\n  store: '{store}'\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="bridge.store"):
+        load_config(hermes_home=tmp_path)
