@@ -177,3 +177,24 @@ def test_a_retry_during_the_turn_follows_it_to_the_end(hermes_home):
     assert [m["content"] for m in messages] == ["slow one", "answer to slow one"]
     validate_messages([{"role": m["role"], "content": m["content"]} for m in messages])
     assert len(model.chat_requests) == 1
+
+
+def test_a_turn_that_cannot_start_is_recorded_as_failed_for_its_retries(bridge):
+    from hermes_context.errors import ConfigError
+
+    client, alice, _, _ = bridge
+    session = _session(client, alice)
+    runner = client.app.state.bridge.runner
+    real_lease = runner.lease
+
+    async def broken(session_id, user_id):
+        raise ConfigError("the agent cannot be built: model.name is missing")
+
+    runner.lease = broken
+    headers = {**alice, "Idempotency-Key": "k-broken"}
+    first = client.post(f"/v1/sessions/{session}/turns", json={"message": "hi"}, headers=headers)
+    assert first.status_code == 500 and first.json()["error"]["type"] == "config_error"
+    runner.lease = real_lease
+    _, frames = post_turn(client, alice, session, "hi", key="k-broken")
+    [(ident, kind, data)] = frames
+    assert kind == "error" and "model.name is missing" in data["error"]["message"]

@@ -13,6 +13,7 @@ names the turn in ``X-Hermes-Turn``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Annotated
@@ -22,13 +23,14 @@ from fastapi.concurrency import run_in_threadpool
 from sse_starlette.sse import EventSourceResponse
 
 from ..deps import Bridge, BridgeDep, User
-from ..errors import BridgeError, error_body, responses
+from ..errors import BridgeError, classify, error_body, responses
 from ..ledger import MAX_KEY_CHARS, TurnRecord, fingerprint
 from ..runner import Frame, Job, relay_frames
 from ..schemas import TurnRequest
 from ..turn_events import turn_work
 from .common import AUTHENTICATED, EVENT_STREAM, sse_frames
 
+LOG = logging.getLogger("hermes_context.bridge")
 router = APIRouter(prefix="/v1", responses=AUTHENTICATED)
 TURN_HEADER = "X-Hermes-Turn"
 # A follower looks at the ledger at least this often, notifications or not.
@@ -75,6 +77,28 @@ async def turn(
     return EventSourceResponse(sse_frames(relay_frames(job.events, job.done)), headers=headers)
 
 
+async def _start(
+    bridge: Bridge, record: TurnRecord, text: str, user_id: str, *, resume: bool
+) -> Job:
+    """The turn's job, queued; a turn that cannot start is finished as failed in the ledger
+    (else a retry with its key would follow it until the deadline)."""
+    try:
+        return await _submit(bridge, record, text, user_id, resume=resume)
+    except BaseException as exc:
+        error = classify(exc, bridge.redact)
+        body = error_body(kind=error.kind, message=str(error))
+        await run_in_threadpool(_fail_turn, bridge, record, body)
+        raise
+
+
+def _fail_turn(bridge: Bridge, record: TurnRecord, body: dict[str, object]) -> None:
+    try:
+        bridge.ledger.append(record.turn_id, [("error", body)])
+        bridge.ledger.finish(record.turn_id, "failed")
+    except Exception as exc:  # noqa: BLE001 - the request's own error is what the client gets
+        LOG.warning("recording turn %s as failed did not work: %s", record.turn_id, exc)
+
+
 @router.get(
     "/sessions/{session_id}/turns/{turn_id}/events",
     response_class=EventSourceResponse,
@@ -97,7 +121,7 @@ async def turn_events(
     return EventSourceResponse(sse_frames(frames), headers={TURN_HEADER: turn_id})
 
 
-async def _start(
+async def _submit(
     bridge: Bridge, record: TurnRecord, text: str, user_id: str, *, resume: bool
 ) -> Job:
     slot = await bridge.runner.lease(record.session_id, user_id)
