@@ -169,3 +169,57 @@ def test_an_unreachable_database_is_a_store_error():
 
     with pytest.raises(StoreError, match="cannot connect to PostgreSQL"):
         PostgresLedger("postgresql://127.0.0.1:1/none?connect_timeout=2")
+
+
+def test_a_forgotten_local_turn_reads_as_ended():
+    ledger = LocalLedger(keep=1)
+    old, _ = _begin(ledger, key="old")
+    ledger.finish(old.turn_id, "done")
+    _begin(ledger, key="new")
+    assert ledger.get(old.turn_id) is None
+    assert ledger.events(old.turn_id) == []
+    asyncio.run(ledger.wait(old.turn_id, 0, 5))  # returns at once, no KeyError
+
+
+def test_a_closed_ledger_refuses_at_once(postgres_url):
+    from hermes_context.bridge.pg_ledger import PostgresLedger
+
+    ledger = PostgresLedger(postgres_url, ttl_seconds=2, max_size=2)
+    record, _ = _begin(ledger)
+    ledger.close()
+    started = time.monotonic()
+    with pytest.raises(StoreError, match="closed"):
+        ledger.finish(record.turn_id, "done")
+    stored = []
+    ledger.record(record.turn_id, "delta", {"text": "late"}, stored.append)
+    assert stored == [None] and time.monotonic() - started < 5
+
+
+def test_a_busy_pool_does_not_make_a_replica_look_dead(postgres_url):
+    from hermes_context import pgsql
+    from hermes_context.bridge.pg_ledger import PostgresLedger
+
+    pool = pgsql.open_pool(postgres_url, max_size=1)
+    a = PostgresLedger(postgres_url, ttl_seconds=4, pool=pool)
+    b = PostgresLedger(postgres_url, ttl_seconds=4, max_size=2)
+    try:
+        record, _ = _begin(a, key="busy")
+        with pool.connection():  # every connection of a's pool held by its turns
+            time.sleep(6)
+            assert b.alive(a.owner)
+            assert not b.take_over(record)
+    finally:
+        b.close()
+        a.close()
+        pool.close()
+
+
+def test_only_the_owner_finishes_a_turn(replicas, postgres_url):
+    a, b = replicas
+    record, _ = _begin(a, key="owned")
+    _kill(a, postgres_url)
+    assert b.take_over(record)
+    a.finish(record.turn_id, "done")  # a stale replica's late finish
+    assert b.get(record.turn_id).state == "running"
+    b.finish(record.turn_id, "done")
+    assert b.get(record.turn_id).state == "done"

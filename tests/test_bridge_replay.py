@@ -11,6 +11,7 @@ pytest.importorskip("fastapi", reason='the bridge needs pip install "hermes-cont
 pytest.importorskip("sse_starlette", reason='the bridge needs pip install "hermes-context[bridge]"')
 
 import httpx  # noqa: E402
+import psycopg  # noqa: E402
 
 from bridge_kit import live, make_app, make_client, wait_for  # noqa: E402
 from hermes_context import validate_messages  # noqa: E402
@@ -198,3 +199,22 @@ def test_a_turn_that_cannot_start_is_recorded_as_failed_for_its_retries(bridge):
     _, frames = post_turn(client, alice, session, "hi", key="k-broken")
     [(ident, kind, data)] = frames
     assert kind == "error" and "model.name is missing" in data["error"]["message"]
+
+
+def test_a_retry_stores_the_end_of_a_finished_turn_whose_end_was_lost(bridge):
+    import dataclasses
+
+    client, alice, _, model = bridge
+    session = _session(client, alice)
+    turn_id, first = post_turn(client, alice, session, "hello", key="k-lost-end")
+    ledger = client.app.state.bridge.ledger
+    if hasattr(ledger, "_turns"):  # the local ledger: its finish "never happened"
+        turn = ledger._turns[turn_id]
+        turn.record = dataclasses.replace(turn.record, state="running")
+    else:
+        with psycopg.connect(ledger.url) as conn:
+            conn.execute("UPDATE hc_turns SET state = 'running' WHERE turn_id = %s", (turn_id,))
+    requests = len(model.chat_requests)
+    _, again = post_turn(client, alice, session, "hello", key="k-lost-end")
+    assert again == first and len(model.chat_requests) == requests
+    assert ledger.get(turn_id).state == "done"

@@ -70,10 +70,17 @@ class TurnLedger(Protocol):
     owner: str
 
     def begin(
-        self, *, user_id: str, session_id: str, key: str | None, fingerprint: str
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        key: str | None,
+        fingerprint: str,
+        turn_id: str | None = None,
     ) -> tuple[TurnRecord, bool]:
-        """The turn of ``(user_id, key)``, created (running, owned here) when there is none;
-        and whether it was created. Without a key every call creates a turn."""
+        """The turn of ``(user_id, key)``, created (running, owned here, named ``turn_id``
+        when given) when there is none; and whether it was created. Without a key every
+        call creates a turn."""
         ...
 
     def get(self, turn_id: str) -> TurnRecord | None: ...
@@ -143,7 +150,13 @@ class LocalLedger:
         self._lock = threading.Lock()
 
     def begin(
-        self, *, user_id: str, session_id: str, key: str | None, fingerprint: str
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        key: str | None,
+        fingerprint: str,
+        turn_id: str | None = None,
     ) -> tuple[TurnRecord, bool]:
         with self._lock:
             if key is not None and (user_id, key) in self._keys:
@@ -151,7 +164,7 @@ class LocalLedger:
                 if existing is not None:
                     return existing.record, False
             record = TurnRecord(
-                new_turn_id(), session_id, user_id, key, fingerprint, owner=self.owner
+                turn_id or new_turn_id(), session_id, user_id, key, fingerprint, owner=self.owner
             )
             self._turns[record.turn_id] = _LocalTurn(record)
             if key is not None:
@@ -201,12 +214,18 @@ class LocalLedger:
             turn.changed.notify_all()
 
     def events(self, turn_id: str, after: int = 0) -> list[StoredEvent]:
-        turn = self._turn(turn_id)
+        with self._lock:
+            turn = self._turns.get(turn_id)
+        if turn is None:  # forgotten (the oldest finished turns are): nothing more to read
+            return []
         with turn.changed:
             return [e for e in turn.events if e[0] > after]
 
     async def wait(self, turn_id: str, after: int, timeout: float) -> None:
-        turn = self._turn(turn_id)
+        with self._lock:
+            turn = self._turns.get(turn_id)
+        if turn is None:
+            return
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             with turn.changed:

@@ -38,6 +38,8 @@ COMPONENT = "bridge"
 CHANNEL = "hc_turn_events"
 # How often a replica says it is alive.
 HEARTBEAT_SECONDS = 2.0
+# Seconds a caller waits for the writer to store what it asked (``append``, ``finish``).
+CALL_TIMEOUT_SECONDS = 60
 # Events stored in one transaction at most.
 MAX_BATCH = 256
 _STOP = object()
@@ -45,6 +47,10 @@ _STOP = object()
 DEFAULT_TTL_SECONDS = 10.0
 # How long a job waiting for a session held by another replica sleeps between tries.
 LEASE_POLL_SECONDS = (0.05, 0.1, 0.2, 0.4)
+_BEAT = (
+    "INSERT INTO hc_bridge_replicas (owner) VALUES (%s) "
+    "ON CONFLICT (owner) DO UPDATE SET heartbeat = now()"
+)
 _COLUMNS = "turn_id, session_id, user_id, idem_key, fingerprint, state, owner"
 
 
@@ -143,9 +149,17 @@ class PostgresLedger:
     # -- turns -------------------------------------------------------------------------
 
     def begin(
-        self, *, user_id: str, session_id: str, key: str | None, fingerprint: str
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        key: str | None,
+        fingerprint: str,
+        turn_id: str | None = None,
     ) -> tuple[TurnRecord, bool]:
-        record = TurnRecord(new_turn_id(), session_id, user_id, key, fingerprint, owner=self.owner)
+        record = TurnRecord(
+            turn_id or new_turn_id(), session_id, user_id, key, fingerprint, owner=self.owner
+        )
         with self._conn("recording a turn") as conn:
             row = conn.execute(
                 f"INSERT INTO hc_turns ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
@@ -211,9 +225,11 @@ class PostgresLedger:
         def run() -> None:
             self._last.pop(turn_id, None)
             with self._conn("finishing a turn") as conn:
+                # Only while this replica owns it: one that took it over finishes it itself.
                 conn.execute(
-                    "UPDATE hc_turns SET state = %s, finished_at = now() WHERE turn_id = %s",
-                    (state, turn_id),
+                    "UPDATE hc_turns SET state = %s, finished_at = now() "
+                    "WHERE turn_id = %s AND owner = %s",
+                    (state, turn_id, self.owner),
                 )
                 conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, turn_id))
 
@@ -319,18 +335,26 @@ class PostgresLedger:
 
     def _beat(self) -> None:
         with self._conn("heartbeat") as conn:
-            conn.execute(
-                "INSERT INTO hc_bridge_replicas (owner) VALUES (%s) "
-                "ON CONFLICT (owner) DO UPDATE SET heartbeat = now()",
-                (self.owner,),
-            )
+            conn.execute(_BEAT, (self.owner,))
 
     def _heartbeat(self) -> None:
+        """Beat on a connection of its own: a pool busy with turns must not make this
+        replica look dead (another would then take its sessions and turns)."""
+        import psycopg
+
+        conn = None
         while not self._stop.wait(HEARTBEAT_SECONDS):
             try:
-                self._beat()
+                if conn is None or conn.closed:
+                    conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5)
+                conn.execute(_BEAT, (self.owner,))
             except Exception as exc:  # noqa: BLE001 - a missed beat is retried; the log says why
                 LOG.warning("the replica heartbeat failed: %s", exc)
+                if conn is not None:
+                    conn.close()
+                conn = None
+        if conn is not None:
+            conn.close()
 
     def _listen(self) -> None:
         """Wake the followers of each turn a NOTIFY names (reconnecting after a failure)."""
@@ -391,17 +415,30 @@ class _Writer:
 
     def __init__(self, store: Callable[[Sequence[tuple[str, str, dict[str, Any]]]], list[int]]):
         self._store = store
+        self._closed = False
         self._queue: queue.Queue[Any] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
         self._thread.start()
 
     def submit(self, item: _Record | Callable[[], Any]) -> None:
+        if self._closed:  # nothing will store it: say so now, in the caller's thread
+            if isinstance(item, _Record):
+                _quietly(item.stored, None)
+            else:
+                _quietly(item)
+            return
         self._queue.put(item)
 
     def call(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` on the writer after what is queued; its result (or exception)."""
+        """Run ``fn`` on the writer after what is queued; its result (or exception).
+
+        Raises:
+            StoreError: the ledger is closed, or the writer did not get to it in time.
+        """
         if threading.current_thread() is self._thread:
             return fn()
+        if self._closed:
+            raise StoreError("the turn ledger is closed (the bridge is shutting down)")
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
         def run() -> None:
@@ -411,11 +448,25 @@ class _Writer:
                 future.set_exception(exc)
 
         self._queue.put(run)
-        return future.result()
+        try:
+            return future.result(timeout=CALL_TIMEOUT_SECONDS)
+        except concurrent.futures.TimeoutError:
+            raise StoreError(
+                f"the turn ledger did not store in {CALL_TIMEOUT_SECONDS} s; is PostgreSQL up?"
+            ) from None
 
     def close(self) -> None:
+        """Store what is queued, then stop; later submissions are refused at once."""
         self._queue.put(_STOP)
         self._thread.join(timeout=30)
+        self._closed = True
+        while True:  # anything that raced the stop: its callers must not wait forever
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not _STOP:
+                self.submit(item)
 
     def _run(self) -> None:
         while True:
@@ -425,8 +476,11 @@ class _Writer:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            for group in _groups(batch):
+            groups = list(_groups(batch))
+            for n, group in enumerate(groups):
                 if group is _STOP:
+                    for rest in groups[n + 1 :]:  # queued with the stop: handled, not dropped
+                        self._handle(rest)
                     return
                 self._handle(group)
 

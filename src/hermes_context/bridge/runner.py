@@ -39,6 +39,8 @@ LIVENESS_POLL_SECONDS = 1.0
 # After a deadline, the agent is interrupted again this often until its job ends
 # (an interrupt that lands before the turn starts would otherwise be lost).
 INTERRUPT_REPEAT_SECONDS = 2.0
+# After its worker ended a stream, how long it waits for the events still being stored.
+STORE_WAIT_SECONDS = 60.0
 # How long shutting down waits for running jobs after interrupting them.
 SHUTDOWN_WAIT_SECONDS = 10.0
 
@@ -69,6 +71,7 @@ class EventQueue:
         self.turn_id = turn_id or ""
         self._queue: asyncio.Queue[Frame | None] = asyncio.Queue()
         self._ended = False
+        self.closing = False
         self._lock = threading.Lock()
 
     def put(self, kind: str, data: dict[str, Any]) -> None:
@@ -76,6 +79,18 @@ class EventQueue:
             self._deliver(kind, data, None)
             return
         self.ledger.record(self.turn_id, kind, data, lambda seq: self._deliver(kind, data, seq))
+
+    def put_stored(self, kind: str, data: dict[str, Any]) -> None:
+        """Store the event now (after what is pending), then send it.
+
+        Raises:
+            StoreError: it could not be stored (the caller must not go on as if it were).
+        """
+        if self.ledger is None or _on_loop(self.loop):
+            self._deliver(kind, data, None)
+            return
+        [seq] = self.ledger.append(self.turn_id, [(kind, data)])
+        self._deliver(kind, data, seq)
 
     def _deliver(self, kind: str, data: dict[str, Any], seq: int | None) -> None:
         with self._lock:
@@ -87,6 +102,7 @@ class EventQueue:
         if self.ledger is None or _on_loop(self.loop):
             self._end_now()
         else:
+            self.closing = True  # the end is on its way behind the events still being stored
             self.ledger.after_pending(self._end_now)
 
     def _end_now(self) -> None:
@@ -126,12 +142,17 @@ async def relay_frames(
 
     If the worker is gone without ending the stream, an ``error`` ends it.
     """
+    settled_at: float | None = None
     while True:
         try:
             item = await events.get(poll_seconds)
         except TimeoutError:
             if not worker.done():
                 continue
+            if events.closing:  # the worker ended the stream; its last events are being stored
+                settled_at = settled_at or time.monotonic()
+                if time.monotonic() - settled_at < STORE_WAIT_SECONDS:
+                    continue
             await asyncio.sleep(0)  # events the worker sent last are delivered first
             try:
                 item = events.get_nowait()
@@ -196,12 +217,34 @@ class TurnRunner:
         self._lock = threading.Lock()
         self._on_executor = 0
         self._jobs: set[Job] = set()
+        self._starting: set[str] = set()
 
     @property
     def active(self) -> int:
         """Jobs running or waiting (on a session or for a worker)."""
         with self._lock:
             return len(self._jobs)
+
+    def claim(self, turn_id: str) -> bool:
+        """Mark a turn as being set up here unless it already runs or is set up here."""
+        with self._lock:
+            if turn_id in self._starting or any(
+                job.turn is not None and job.turn.turn_id == turn_id for job in self._jobs
+            ):
+                return False
+            self._starting.add(turn_id)
+            return True
+
+    @contextlib.contextmanager
+    def starting(self, turn_id: str) -> Iterator[None]:
+        """Mark a turn as run here while its job is being set up (its agent leased)."""
+        with self._lock:
+            self._starting.add(turn_id)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._starting.discard(turn_id)
 
     # -- leases ------------------------------------------------------------------------
 

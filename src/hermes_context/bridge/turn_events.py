@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import HermesContextError
-from .errors import classify, error_body
+from .errors import BridgeError, classify, error_body
 from .ledger import TurnLedger
 from .pool import AgentPool
 from .redact import Redactor
@@ -80,10 +80,10 @@ def turn_work(
             before = {r["id"] for r in agent.message_records() if (r["id"] or 0) <= start}
             if agent.cut_turn() is not None:  # the model is asked again: its text streams anew
                 _discard_unstored_text(job, ledger, events)
-        else:  # where this turn starts, for a replica that may have to resume it
+        else:  # where this turn starts, stored before the question, for a replica resuming it
             before = {r["id"] for r in agent.message_records()}
             ids = [i for i in before if i is not None]
-            events.put("status", {"kind": STARTED, "after_message_id": max(ids, default=0)})
+            events.put_stored("status", {"kind": STARTED, "after_message_id": max(ids, default=0)})
         previous = getattr(agent, RETRY_PARTIAL_STREAMS, True)
         agent.status_callback = lambda event, data: events.put(*status_event(event, data, redact))
         agent.stream_callback = lambda piece: events.put("delta", {"text": piece})
@@ -131,8 +131,15 @@ def _start_of(job: Job, ledger: TurnLedger | None, agent: Any) -> int | None:
     if not marks or not isinstance(marks[0], int):
         return None
     mark: int = marks[0]
-    stored = any(r["id"] is not None and r["id"] > mark for r in agent.message_records())
-    return mark if stored else None
+    since = [r for r in agent.message_records() if r["id"] is not None and r["id"] > mark]
+    asked = [r for r in since if r["message"].get("role") == "user"]
+    if len(asked) > 1:  # a later turn ran on the session since: this one cannot be finished
+        raise BridgeError(
+            "turn_interrupted",
+            "this turn's replica stopped and a later turn on the session closed it; its "
+            "messages are in the session, post a new turn to go on",
+        )
+    return mark if since else None
 
 
 def _discard_unstored_text(job: Job, ledger: TurnLedger | None, events: Any) -> None:

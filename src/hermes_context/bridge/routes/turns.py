@@ -24,7 +24,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from ..deps import Bridge, BridgeDep, User
 from ..errors import BridgeError, classify, error_body, responses
-from ..ledger import MAX_KEY_CHARS, TurnRecord, fingerprint
+from ..ledger import MAX_KEY_CHARS, TurnRecord, fingerprint, new_turn_id
 from ..runner import Frame, Job, relay_frames
 from ..schemas import TurnRequest
 from ..turn_events import turn_work
@@ -58,23 +58,32 @@ async def turn(
     after = _checked_event_id(last_event_id)
     await run_in_threadpool(bridge.owned, session_id, user_id)
     request = fingerprint("turn", session_id, body.message)
-    record, created = await run_in_threadpool(
-        bridge.ledger.begin, user_id=user_id, session_id=session_id, key=key, fingerprint=request
-    )
+    # Marked as run here before it exists, so a retry racing us never starts it a second time.
+    turn_id = new_turn_id()
+    with bridge.runner.starting(turn_id):
+        record, created = await run_in_threadpool(
+            bridge.ledger.begin,
+            user_id=user_id,
+            session_id=session_id,
+            key=key,
+            fingerprint=request,
+            turn_id=turn_id,
+        )
+        if created:
+            job = await _start(bridge, record, body.message, user_id, resume=False)
+            frames = relay_frames(job.events, job.done)
+            return EventSourceResponse(sse_frames(frames), headers={TURN_HEADER: turn_id})
     headers = {TURN_HEADER: record.turn_id}
-    if not created:
-        if record.fingerprint != request:
-            raise BridgeError(
-                "idempotency_conflict",
-                f"Idempotency-Key {key!r} was used for a different request; use a new key for "
-                "a new turn",
-            )
-        if await run_in_threadpool(_orphaned, bridge, record):
-            await _start(bridge, record, body.message, user_id, resume=True)
-        frames = follow(bridge, record, after)
-        return EventSourceResponse(sse_frames(frames), headers=headers)
-    job = await _start(bridge, record, body.message, user_id, resume=False)
-    return EventSourceResponse(sse_frames(relay_frames(job.events, job.done)), headers=headers)
+    if record.fingerprint != request:
+        raise BridgeError(
+            "idempotency_conflict",
+            f"Idempotency-Key {key!r} was used for a different request; use a new key for "
+            "a new turn",
+        )
+    if await run_in_threadpool(_orphaned, bridge, record):
+        await _start(bridge, record, body.message, user_id, resume=True)
+    frames = follow(bridge, record, after)
+    return EventSourceResponse(sse_frames(frames), headers=headers)
 
 
 async def _start(
@@ -83,7 +92,8 @@ async def _start(
     """The turn's job, queued; a turn that cannot start is finished as failed in the ledger
     (else a retry with its key would follow it until the deadline)."""
     try:
-        return await _submit(bridge, record, text, user_id, resume=resume)
+        with bridge.runner.starting(record.turn_id):
+            return await _submit(bridge, record, text, user_id, resume=resume)
     except BaseException as exc:
         error = classify(exc, bridge.redact)
         body = error_body(kind=error.kind, message=str(error))
@@ -139,11 +149,21 @@ async def _submit(
 
 
 def _orphaned(bridge: Bridge, record: TurnRecord) -> bool:
-    """Whether ``record`` runs on a replica that died and this one now owns it."""
+    """Whether ``record`` is running nowhere and this replica now owns it: its replica died
+    (taken over here), or it is this replica's but no job of it runs (its end was never stored)."""
     ledger = bridge.ledger
-    if record.state != "running" or record.owner == ledger.owner or ledger.alive(record.owner):
+    if record.state != "running":
         return False
-    return ledger.take_over(record)
+    if record.owner != ledger.owner and (
+        ledger.alive(record.owner) or not ledger.take_over(record)
+    ):
+        return False
+    ended = [kind for _, kind, _ in ledger.events(record.turn_id) if kind in ("done", "error")]
+    if ended:  # it finished; only its state was never stored: store it, replay the events
+        ledger.finish(record.turn_id, "done" if ended[-1] == "done" else "failed")
+        return False
+    # Claimed (atomically) for the resumed job; ``_start`` gives the claim back.
+    return bridge.runner.claim(record.turn_id)
 
 
 async def follow(bridge: Bridge, record: TurnRecord, after: int) -> AsyncIterator[Frame]:
