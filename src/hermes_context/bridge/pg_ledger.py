@@ -51,6 +51,8 @@ _BEAT = (
     "INSERT INTO hc_bridge_replicas (owner) VALUES (%s) "
     "ON CONFLICT (owner) DO UPDATE SET heartbeat = now()"
 )
+# A replica row ``r`` that heartbeated within the TTL (the one parameter).
+_ALIVE = "r.heartbeat > now() - make_interval(secs => %s)"
 _COLUMNS = "turn_id, session_id, user_id, idem_key, fingerprint, state, owner"
 
 
@@ -189,9 +191,8 @@ class PostgresLedger:
             return True
         with self._conn("reading a replica's heartbeat") as conn:
             row = conn.execute(
-                "SELECT heartbeat > now() - make_interval(secs => %s) "
-                "FROM hc_bridge_replicas WHERE owner = %s",
-                (self.ttl_seconds, owner),
+                f"SELECT count(*) FROM hc_bridge_replicas r WHERE r.owner = %s AND {_ALIVE}",
+                (owner, self.ttl_seconds),
             ).fetchone()
         return bool(row and row[0])
 
@@ -200,8 +201,7 @@ class PostgresLedger:
             row = conn.execute(
                 "UPDATE hc_turns t SET owner = %s WHERE turn_id = %s AND owner = %s "
                 "AND state = 'running' AND NOT EXISTS (SELECT 1 FROM hc_bridge_replicas r "
-                "WHERE r.owner = t.owner AND r.heartbeat > now() - make_interval(secs => %s)) "
-                "RETURNING 1",
+                f"WHERE r.owner = t.owner AND {_ALIVE}) RETURNING 1",
                 (self.owner, record.turn_id, record.owner, self.ttl_seconds),
             ).fetchone()
         return row is not None
@@ -318,8 +318,7 @@ class PostgresLedger:
                 "ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, "
                 "acquired_at = now() WHERE hc_session_leases.owner = EXCLUDED.owner "
                 "OR NOT EXISTS (SELECT 1 FROM hc_bridge_replicas r "
-                "WHERE r.owner = hc_session_leases.owner "
-                "AND r.heartbeat > now() - make_interval(secs => %s)) RETURNING owner",
+                f"WHERE r.owner = hc_session_leases.owner AND {_ALIVE}) RETURNING owner",
                 (session_id, self.owner, self.ttl_seconds),
             ).fetchone()
         return row is not None

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import StoreConflictError
 from .dialect import dialect_of
+from .queries import SESSION_COLUMNS  # copied as they are (every store has them)
 from .rows import (
     INSERT_COLUMNS,
     MESSAGE_COLUMNS,
@@ -33,42 +34,13 @@ from .rows import (
     message_to_row,
     row_to_message,
 )
+from .views import COMPACTION_COLUMNS as ALL_COMPACTION_COLUMNS
 from .views import MAX_LINEAGE_DEPTH
 
-# Session columns copied as they are (``hc_sessions``; every store has them).
-SESSION_COLUMNS = (
-    "id",
-    "parent_session_id",
-    "root_session_id",
-    "source",
-    "model",
-    "title",
-    "user_id",
-    "started_at",
-    "ended_at",
-    "end_reason",
-    "message_count",
-    "tool_call_count",
-    "compression_count",
-    "compressor_state",
-    "system_prompt",
-    "input_tokens",
-    "output_tokens",
-)
 # Message columns copied: the id, what ``append`` writes, and the compaction flags.
 COPY_MESSAGE_COLUMNS = ("id", *INSERT_COLUMNS, "active", "compacted", "compaction_id")
 # Compaction columns copied; ``child_session_id`` is set once the child is there.
-COMPACTION_COLUMNS = (
-    "id",
-    "session_id",
-    "mode",
-    "created_at",
-    "tokens_before",
-    "tokens_after",
-    "dropped",
-    "used_fallback",
-    "report",
-)
+COMPACTION_COLUMNS = tuple(c for c in ALL_COMPACTION_COLUMNS if c != "child_session_id")
 # Message columns a digest counts besides the message itself (not the ones a store
 # derives for display and search: token estimate, search text, tool name).
 _DIGEST_COLUMNS = (

@@ -30,7 +30,7 @@ ORDER_DESC = "m.seq IS NULL DESC, m.seq DESC, m.timestamp DESC, m.id DESC"
 # The same as a row value that is never NULL, to compare positions.
 POSITION = "(m.seq IS NULL, coalesce(m.seq, 0), m.timestamp, m.id)"
 
-_COMPACTION_COLUMNS = (
+COMPACTION_COLUMNS = (
     "id",
     "session_id",
     "child_session_id",
@@ -171,7 +171,7 @@ def install(conn: sqlite3.Connection, layout: Layout) -> None:
     views = {
         "hc_sessions": sessions_view(layout),
         "hc_messages": messages_view(layout),
-        "hc_compactions": _table_or_empty(layout, "compactions", _COMPACTION_COLUMNS),
+        "hc_compactions": _table_or_empty(layout, "compactions", COMPACTION_COLUMNS),
         "hc_message_sources": _table_or_empty(layout, "message_sources", _SOURCE_COLUMNS),
     }
     for name, select in views.items():
