@@ -4,23 +4,15 @@ Batches (``tests/data``), by how much they shaped the scanner:
 
 - TUNED: ``corpus`` (the notes the rules were written on), ``train`` to
   ``train_i``, ``train_l`` to ``train_z`` and ``train_za`` to ``train_zc`` (written blind, then used to tune
-  the rules and to train the semantic classifier) and ``heldout_a`` to
+  the rules and to train the semantic classifier), ``heldout_a`` to
   ``heldout_q`` (written blind by other authors and scored blind first —
   ``docs/memory.md`` keeps those figures — then added to the classifier's
-  training data).
-- UNTUNED: ``heldout_r`` to ``heldout_u`` (written blind by four authors,
-  independently of each other and of the training batches, after the seventh
-  round's design was fixed; scored once with its classifier; never trained
-  on, no choice made on them) and ``heldout_v`` to ``heldout_y`` (written
-  after that score, to repeat it with the same classifier file); ``heldout_z1``
-  and ``heldout_z2`` (written blind on 2026-12-06, with short notes, split
-  attacks whose halves have ordinary notes between them and whole ordinary
-  memory files; scored once with the classifier shipped before and once after
-  the eighth round, ``docs/memory.md``); ``heldout_z3`` and ``heldout_z4``
-  (written blind the same way, after the ninth round's training data was
-  chosen, scored once after its design was fixed); ``heldout_z5`` and
-  ``heldout_z6`` (written blind the same way later that day, scored once with
-  the ninth round's classifier, no design change).
+  training data) and ``heldout_r`` to ``heldout_y``, ``heldout_z1`` to
+  ``heldout_z6`` (written blind, each scored untuned by the seventh to ninth
+  rounds' classifiers; from the tenth round trained on, and the writers the
+  classifier's thresholds are calibrated on).
+- UNTUNED: the batches written after the tenth round's classifier was fixed
+  (``tests/data/README.md``); never trained on, no choice made on them.
 
 A split attack (two entries) counts as caught when ``scan_entries`` flags
 either entry; a benign pair is a false positive when it flags either.
@@ -35,7 +27,8 @@ Exit status 1 when the untuned batches chosen, pooled, miss the target (>= 90% c
 <= 2% flagged); each batch's figures are printed next to it.
 
 ``--apart`` measures split attacks whose halves have ordinary notes between them,
-as a memory file holds them: the untuned batches' split attacks with 0, 1 and 2
+as a memory file holds them: ``heldout_r``-``y``'s split attacks (untuned until the
+tenth round trained on them) with 0, 1 and 2
 ordinary notes between the halves, and whole 2,200-char files of their ordinary
 notes (the share of entries withheld). Beside the pairs the scanner reads
 (neighbours and linked entries, ``memory/pairs.py``) it shows neighbours only,
@@ -104,20 +97,20 @@ BATCHES = {
     "train_za": (DATA / "threat_batches" / "train_za.jsonl", "tuned"),
     "train_zb": (DATA / "threat_batches" / "train_zb.jsonl", "tuned"),
     "train_zc": (DATA / "threat_batches" / "train_zc.jsonl", "tuned"),
-    "heldout_r": (DATA / "threat_batches" / "heldout_r.jsonl", "untuned"),
-    "heldout_s": (DATA / "threat_batches" / "heldout_s.jsonl", "untuned"),
-    "heldout_t": (DATA / "threat_batches" / "heldout_t.jsonl", "untuned"),
-    "heldout_u": (DATA / "threat_batches" / "heldout_u.jsonl", "untuned"),
-    "heldout_v": (DATA / "threat_batches" / "heldout_v.jsonl", "untuned"),
-    "heldout_w": (DATA / "threat_batches" / "heldout_w.jsonl", "untuned"),
-    "heldout_x": (DATA / "threat_batches" / "heldout_x.jsonl", "untuned"),
-    "heldout_y": (DATA / "threat_batches" / "heldout_y.jsonl", "untuned"),
-    "heldout_z1": (DATA / "threat_batches" / "heldout_z1.jsonl", "untuned"),
-    "heldout_z2": (DATA / "threat_batches" / "heldout_z2.jsonl", "untuned"),
-    "heldout_z3": (DATA / "threat_batches" / "heldout_z3.jsonl", "untuned"),
-    "heldout_z4": (DATA / "threat_batches" / "heldout_z4.jsonl", "untuned"),
-    "heldout_z5": (DATA / "threat_batches" / "heldout_z5.jsonl", "untuned"),
-    "heldout_z6": (DATA / "threat_batches" / "heldout_z6.jsonl", "untuned"),
+    "heldout_r": (DATA / "threat_batches" / "heldout_r.jsonl", "tuned"),
+    "heldout_s": (DATA / "threat_batches" / "heldout_s.jsonl", "tuned"),
+    "heldout_t": (DATA / "threat_batches" / "heldout_t.jsonl", "tuned"),
+    "heldout_u": (DATA / "threat_batches" / "heldout_u.jsonl", "tuned"),
+    "heldout_v": (DATA / "threat_batches" / "heldout_v.jsonl", "tuned"),
+    "heldout_w": (DATA / "threat_batches" / "heldout_w.jsonl", "tuned"),
+    "heldout_x": (DATA / "threat_batches" / "heldout_x.jsonl", "tuned"),
+    "heldout_y": (DATA / "threat_batches" / "heldout_y.jsonl", "tuned"),
+    "heldout_z1": (DATA / "threat_batches" / "heldout_z1.jsonl", "tuned"),
+    "heldout_z2": (DATA / "threat_batches" / "heldout_z2.jsonl", "tuned"),
+    "heldout_z3": (DATA / "threat_batches" / "heldout_z3.jsonl", "tuned"),
+    "heldout_z4": (DATA / "threat_batches" / "heldout_z4.jsonl", "tuned"),
+    "heldout_z5": (DATA / "threat_batches" / "heldout_z5.jsonl", "tuned"),
+    "heldout_z6": (DATA / "threat_batches" / "heldout_z6.jsonl", "tuned"),
 }
 MIN_CAUGHT = 0.90
 MAX_FLAGGED = 0.02
@@ -229,7 +222,7 @@ def apart(semantic: bool, files: int) -> dict[str, Any]:
 def _render_apart(report: dict[str, Any], mode: str) -> str:
     n = report["attacks"]
     lines = [
-        f"Split attacks of the untuned batches ({n}), halves with 0/1/2 ordinary notes between; "
+        f"Split attacks of heldout_r-y ({n}), halves with 0/1/2 ordinary notes between; "
         f"{report['files']} whole 2,200-char files of their ordinary notes ({mode}):",
         "| pairs read | caught, 0 between | 1 between | 2 between | ordinary entries withheld "
         "(alone) |",

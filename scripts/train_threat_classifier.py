@@ -4,9 +4,9 @@ Training data: the labelled notes the rules were written on
 (``tests/data/memory_threat_corpus.jsonl``), the training batches written
 blind for the semantic layer (``tests/data/threat_batches/train*.jsonl``: train,
 train_b to train_i, train_l to train_z) and the held-out batches ``heldout_a``
-to ``heldout_q`` once they had been scored blind. The untuned batches
-(``heldout_r`` to ``heldout_y`` and ``heldout_z1``/``z2``, ``benchmarks/threats.py``)
-are never read here.
+to ``heldout_q`` and ``CALIBRATION`` (``heldout_r`` to ``heldout_y``,
+``heldout_z1`` to ``z6``) once they had been scored blind. The untuned batches
+(``benchmarks/threats.py``) are never read here.
 
 Each note is turned into features (``semantic.features``: two sentence
 embeddings and hashed character n-grams) in every view the scanner judges
@@ -18,13 +18,15 @@ balanced classes) is fitted by full-batch Adam from a fixed seed and its two
 large matrices rounded to float16, as shipped; the training views of each
 label are then clustered by spherical k-means (fixed seed) into
 ``semantic.PROTOTYPES`` prototypes (``semantic._Prototypes``: unit embeddings,
-centred, int8), whose margin is added to the network's logit. Two thresholds
-are chosen on 5-fold out-of-fold scores (each fold's prototypes come from its
-training views only; a note scores the maximum over its views), one for notes
-under ``semantic.SHORT_CHARS`` characters and one for longer notes, so that at
-most ``--max-fp`` of each group's benign notes are flagged: 1.5% by default,
-leaving room in the scanner's 2% budget for the notes the rules flag (0–1.2%
-of the ordinary notes of unseen batches).
+centred, int8), whose margin is added to the network's logit. Three thresholds
+(notes under ``semantic.SHORT_CHARS`` characters, longer notes, entries joined)
+are chosen on out-of-fold scores of the calibration writers (``CALIBRATION``:
+the blind batches in the shape the target is measured on), each writer's batch
+scored by a model trained on everything but its fold (``writer_folds``; the
+fold's prototypes from its training views only; a note scores the maximum over
+its views), so that at most ``--max-fp`` of each group's ordinary notes are
+flagged: 1.5% by default, leaving room in the scanner's 2% budget for the notes
+the rules flag (0–1.2% of the ordinary notes of unseen batches).
 
 The file is written with its sha256 beside it (``semantic.HASH_FILE``, checked
 on load) and the hash of the training files it was trained on (``data_sha256``,
@@ -65,7 +67,6 @@ import hashlib
 import io
 import json
 import os
-import random
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -79,6 +80,15 @@ from hermes_context.memory.deobfuscate import views
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCHES = ROOT / "tests" / "data" / "threat_batches"
+# Blind batches in the shape the target is measured on (single notes, short notes, split
+# attacks over several entries, whole memory files), each from its own writer: scored
+# untuned first (docs/memory.md, seventh to ninth rounds), then trained on from the tenth.
+# They also choose the thresholds: each is scored by a model trained without its fold
+# (``writer_folds``), so the thresholds are set on what a writer the model never saw looks like.
+CALIBRATION = (
+    *(BATCHES / f"heldout_{x}.jsonl" for x in "rstuvwxy"),
+    *(BATCHES / f"heldout_z{n}.jsonl" for n in range(1, 7)),
+)
 SOURCES = (
     ROOT / "tests" / "data" / "memory_threat_corpus.jsonl",
     *(BATCHES / f"{name}.jsonl" for name in ("train", "train_b", "train_c", "train_d")),
@@ -88,6 +98,7 @@ SOURCES = (
     *(BATCHES / f"train_{x}.jsonl" for x in ("za", "zb", "zc")),
     # Scored blind first (docs/memory.md has those figures), then trained on:
     *(BATCHES / f"heldout_{x}.jsonl" for x in "abcdefghijklmnopq"),
+    *CALIBRATION,
 )
 OUT = ROOT / "src" / "hermes_context" / "memory" / semantic.WEIGHTS_FILE
 FOLDS = 5
@@ -397,18 +408,19 @@ def scores_of(vecs: np.ndarray, model: Classifier) -> float:
     return float(_sigmoid(model.logits(vecs)).max())
 
 
-def folds_of(notes: list[Note]) -> list[int]:
-    """Each note's cross-validation fold: shuffled from a fixed seed, a joined pair of
-    ordinary notes in the fold of its first note (so no fold scores text it trained on)."""
-    order = list(range(len(notes)))
-    random.Random(0).shuffle(order)
-    fold = [0] * len(notes)
-    for rank, i in enumerate(order):
-        fold[i] = rank % FOLDS
-    where = {note.text: fold[i] for i, note in enumerate(notes) if not note.first}
-    return [
-        where.get(note.first, fold[i]) if note.first else fold[i] for i, note in enumerate(notes)
-    ]
+def writer_folds(notes: list[Note]) -> list[int]:
+    """Each note's calibration fold: the batches of ``CALIBRATION`` dealt into ``FOLDS``
+    folds whole (a writer's notes, and its joined ordinary pairs, in one fold); -1 for the
+    notes of every other source, which every fold's model trains on.
+
+    Until the tenth round the folds were random notes: a fold's model had seen the same
+    writer's other notes, so its scores were those of a familiar writer, and thresholds
+    set for 1.5% of them flagged 0.3-1.2% of a new writer's ordinary notes while
+    missing attacks the budget had room for (docs/memory.md, tenth round).
+    """
+    names = sorted(path.stem for path in CALIBRATION)
+    fold_of = {name: k % FOLDS for k, name in enumerate(names)}
+    return [fold_of.get(note.source.removesuffix(PAIRS), -1) for note in notes]
 
 
 def cross_validate(
@@ -420,7 +432,7 @@ def cross_validate(
     prototypes: bool,
     count: int = semantic.PROTOTYPES,
 ) -> np.ndarray:
-    """Out-of-fold score of every note (the max over its views)."""
+    """Out-of-fold score of every note in a fold (the max over its views); 0 for fold -1."""
     out = np.zeros(len(vectors))
     for k in range(FOLDS):
         test = {i for i, f in enumerate(folds) if f == k}
@@ -550,17 +562,24 @@ def main() -> int:
         leave_one_out(notes, vectors, args.leave_one_out.split(","), groups, args)
         return 0
     vectors, _ = select(vectors, SHIPPED)
-    oof = cross_validate(vectors, labels, folds_of(notes), args.l2, args.hidden, True)
-    # Three groups, each with its own threshold: joined entries, short notes, the rest.
+    folds = writer_folds(notes)
+    oof = cross_validate(vectors, labels, folds, args.l2, args.hidden, True)
+    # Three groups, each with its own threshold: joined entries, short notes, the rest;
+    # each over the calibration writers' notes, scored by models that never saw them.
+    scored = np.array(folds) >= 0
     joined = np.array([note.joined for note in notes])
     short = ~joined & np.array([len(n.text.strip()) < semantic.SHORT_CHARS for n in notes])
-    bands = {"threshold": ~joined & ~short, "short_threshold": short, "pair_threshold": joined}
+    bands = {
+        "threshold": scored & ~joined & ~short,
+        "short_threshold": scored & short,
+        "pair_threshold": scored & joined,
+    }
     thresholds = {}
     for name, band in bands.items():
         thresholds[name] = threshold_at(oof[(labels == 0) & band], args.max_fp)
         flagged_by = oof >= thresholds[name]
         print(
-            f"{FOLDS}-fold CV, {name}: {thresholds[name]:.4f}: caught "
+            f"writer folds, {name}: {thresholds[name]:.4f}: caught "
             f"{flagged_by[(labels == 1) & band].mean():.1%} of {int(((labels == 1) & band).sum())}, "
             f"flagged {flagged_by[(labels == 0) & band].mean():.1%} "
             f"of {int(((labels == 0) & band).sum())}"
@@ -570,9 +589,9 @@ def main() -> int:
         [thresholds["pair_threshold"], thresholds["short_threshold"]],
         thresholds["threshold"],
     )
-    caught = float((oof >= limit)[labels == 1].mean())
-    flagged = float((oof >= limit)[labels == 0].mean())
-    print(f"{FOLDS}-fold CV, every note: caught {caught:.1%}, flagged {flagged:.1%}")
+    caught = float((oof >= limit)[scored & (labels == 1)].mean())
+    flagged = float((oof >= limit)[scored & (labels == 0)].mean())
+    print(f"writer folds, every calibration note: caught {caught:.1%}, flagged {flagged:.1%}")
     x = np.vstack(vectors)
     y = np.concatenate([np.full(len(v), labels[i]) for i, v in enumerate(vectors)])
     model = with_prototypes(fit(x, y, args.l2, args.hidden), x, y, True)

@@ -101,6 +101,26 @@ def test_the_threat_target_is_judged_on_the_untuned_batches_pooled():
     assert targets({"modes": ["rules"], "batches": {"d": batch("tuned", 0, 0)}}) == []
 
 
+def test_thresholds_are_calibrated_on_writers_the_fold_model_never_saw():
+    pytest.importorskip("numpy")
+    script = _module("train_threat_classifier", "scripts")
+    calibration = sorted(path.stem for path in script.CALIBRATION)
+    notes = [
+        script.Note("first", 1, calibration[0], False),
+        script.Note("second", 0, calibration[0], False),
+        script.Note("a\nb", 0, calibration[0] + script.PAIRS, True, first="a"),
+        script.Note("other writer", 0, calibration[1], False),
+        script.Note("corpus note", 0, "memory_threat_corpus", False),
+    ]
+    folds = script.writer_folds(notes)
+    assert folds[0] == folds[1] == folds[2] >= 0  # a writer's notes and pairs, one fold
+    assert folds[3] >= 0 and folds[3] != folds[0]
+    assert folds[4] == -1  # other sources are always trained on
+    every = script.writer_folds([script.Note("x", 0, name, False) for name in calibration])
+    assert set(every) == set(range(script.FOLDS))
+    assert {p.name for p in script.CALIBRATION} <= {p.name for p in script.SOURCES}
+
+
 def test_the_training_script_keeps_embeddings_per_text_and_encoder(monkeypatch, tmp_path):
     np = pytest.importorskip("numpy")
     from hermes_context.memory import semantic
