@@ -111,6 +111,8 @@ BATCHES = {
     "heldout_z4": (DATA / "threat_batches" / "heldout_z4.jsonl", "tuned"),
     "heldout_z5": (DATA / "threat_batches" / "heldout_z5.jsonl", "tuned"),
     "heldout_z6": (DATA / "threat_batches" / "heldout_z6.jsonl", "tuned"),
+    "heldout_z7": (DATA / "threat_batches" / "heldout_z7.jsonl", "untuned"),
+    "heldout_z8": (DATA / "threat_batches" / "heldout_z8.jsonl", "untuned"),
 }
 MIN_CAUGHT = 0.90
 MAX_FLAGGED = 0.02
