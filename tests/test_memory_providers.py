@@ -157,6 +157,80 @@ def test_bm25_recall_is_scoped_to_the_user(local, tmp_path):
         bob.search("x", mode="hybrid")
 
 
+def _locomo_turns(conversation: str, count: int) -> list[tuple[str, str, str]]:
+    """The first ``count`` turns of a LoCoMo conversation as items (public data, the benchmark's)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    try:
+        import locomo
+    finally:
+        sys.path.pop(0)
+    turns = locomo.turns(locomo.conversations()[conversation])[:count]
+    return [(text, local_provider.TURN_KIND, session) for _, text, session in turns]
+
+
+def _reference_bm25(provider, expression):
+    """The user's items matching ``expression`` with their BM25 scores, best first (one join)."""
+    return (
+        provider._db()
+        .execute(
+            "SELECT items.id, bm25(items_fts) FROM items_fts JOIN items ON items.id = items_fts.rowid "
+            "WHERE items_fts MATCH ? AND items.user_id = ? ORDER BY bm25(items_fts)",
+            (expression, provider.user_id),
+        )
+        .fetchall()
+    )
+
+
+def test_bm25_leaves_out_words_found_in_more_than_half_the_items(local):
+    # Every LoCoMo turn starts "Speaker on DATE:": a question naming a speaker matched all
+    # of them, and ranking those was most of a slow search's time (docs/benchmarks.md).
+    local.add_many(_locomo_turns("26", 120))
+    speakers = {text.split(" on ", 1)[0] for text, _, _ in _locomo_turns("26", 120)}
+    assert speakers == {"Caroline", "Melanie"}
+    adoption = [i for i, t in local._db().execute("SELECT id, text FROM items") if "adopt" in t]
+    assert 0 < len(adoption) < 20
+    found = local._bm25("What did Caroline say about adoption?", 50)
+    # The speaker's name is in more than half the turns: only the turns about adoption rank.
+    assert sorted(found) == sorted(adoption)
+    assert found == [i for i, _ in _reference_bm25(local, '"adoption"')]
+    # A question made only of such words still finds something: its rarest word ranks.
+    assert local._bm25("Caroline Melanie", 50)
+    assert local._bm25("nothing-like-this-anywhere", 50) == []
+
+
+def test_bm25_ranks_the_users_items_when_another_users_outrank_them(tmp_path):
+    turns = _locomo_turns("26", 400)
+    path = tmp_path / "m.db"
+    providers = {}
+    for user in ("bob", "alice"):
+        providers[user] = LocalMemoryProvider(path, use_embeddings=False)
+        providers[user].initialize("s", user_id=user)
+    bob, alice = providers["bob"], providers["alice"]
+    # Bob holds the same turns, short; Alice the same turns with a long tail: every one of
+    # Bob's turns outranks hers, so the index's first SCAN_FACTOR * k matches are all his.
+    bob.add_many([(f"{text} (bob)", kind, s) for text, kind, s in turns])
+    alice.add_many([(f"{text} {'and so on ' * 30}", kind, s) for text, kind, s in turns])
+    for question, k in (("painting", 3), ("Caroline painting camping", 5), ("support group", 2)):
+        expression = " OR ".join(
+            local_provider._telling(alice._db(), [f'"{w}"' for w in question.lower().split()])
+        )
+        reference = _reference_bm25(alice, expression)
+        # Bob's matches fill the index's first SCAN_FACTOR * k: the join has to run.
+        assert len(_reference_bm25(bob, expression)) >= local_provider.SCAN_FACTOR * k
+        got = alice._bm25(question, k)
+        scores = dict(reference)
+        assert len(got) == min(k, len(reference)) > 0
+        assert all(scores[i] == pytest.approx(s) for i, (_, s) in zip(got, reference, strict=False))
+        assert {i for i, _ in reference} <= {
+            r[0] for r in alice._db().execute("SELECT id FROM items WHERE user_id = 'alice'")
+        }
+    for provider in providers.values():
+        provider.shutdown()
+
+
 @pytest.mark.skipif(not embeddings_available(), reason="the semantic extra is not installed")
 def test_hybrid_recall_finds_paraphrases(tmp_path):
     provider = LocalMemoryProvider(tmp_path / "m.db", use_embeddings=True)

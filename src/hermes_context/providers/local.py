@@ -97,6 +97,8 @@ _FACT_CUES = re.compile(
     r"lives?|works?|deadline|birthday|port|version|password|budget)\b|\d|/|[我我们的是在用叫]",
     re.I,
 )
+# BM25 ranks the full-text index's first SCAN_FACTOR * k matches, then keeps the user's.
+SCAN_FACTOR = 4
 # Query words that match nearly every item: left out of the any-word BM25 query.
 STOPWORDS = frozenset(
     "a an the is are was were be been do does did of to in on at for with by from and or "
@@ -433,23 +435,61 @@ class LocalMemoryProvider(MemoryProvider):
         return self._conn
 
     def _bm25(self, query: str, limit: int) -> list[int]:
+        """The ids of the user's ``limit`` best items by BM25 over any word of ``query``.
+
+        Two things bound the cost without changing how the items that match a
+        telling word rank: a word found in more than half the items is left out
+        (``_telling``: a question naming a speaker or a year matched thousands of
+        LoCoMo turns, and scoring them was most of a slow search's time); and the
+        ranking runs on the full-text index alone, the user's items picked from
+        its first ``SCAN_FACTOR * limit`` (a join with ``items`` per match cost as
+        much again), joined only when those hold too few of them (another user's
+        items outrank this user's).
+        """
         # Any word may match: CJK runs become separate bigrams (a question in Chinese has
         # no spaces; as one phrase it would have to occur verbatim), stop words go.
         tokens = segment_cjk(fold(query)).split()
         words = [w for w in tokens if w.lower().strip("?!.,;:'\"") not in STOPWORDS]
-        expression = quote_query(" ".join(words or tokens), any_term=True)
-        if expression is None:
+        phrases = [p for p in map(quote_query, words or tokens) if p]
+        if not phrases:
             return []
-        rows = (
-            self._db()
-            .execute(
-                "SELECT items.id FROM items_fts JOIN items ON items.id = items_fts.rowid "
-                "WHERE items_fts MATCH ? AND items.user_id = ? ORDER BY bm25(items_fts) LIMIT ?",
-                (expression, self.user_id, limit),
+        db = self._db()
+        phrases = _telling(db, phrases)
+        if not phrases:
+            return []
+        expression = " OR ".join(phrases)
+        scan = SCAN_FACTOR * limit
+        ranked = [
+            r[0]
+            for r in db.execute(
+                "SELECT rowid FROM items_fts WHERE items_fts MATCH ? "
+                "ORDER BY bm25(items_fts) LIMIT ?",
+                (expression, scan),
             )
-            .fetchall()
-        )
+        ]
+        mine = self._owned(ranked)
+        if len(mine) >= limit or len(ranked) < scan:
+            return mine[:limit]
+        rows = db.execute(
+            "SELECT items.id FROM items_fts JOIN items ON items.id = items_fts.rowid "
+            "WHERE items_fts MATCH ? AND items.user_id = ? ORDER BY bm25(items_fts) LIMIT ?",
+            (expression, self.user_id, limit),
+        ).fetchall()
         return [r[0] for r in rows]
+
+    def _owned(self, item_ids: list[int]) -> list[int]:
+        """``item_ids`` that are this user's, in their order."""
+        if not item_ids:
+            return []
+        marks = ",".join("?" * len(item_ids))
+        owned = {
+            r[0]
+            for r in self._db().execute(
+                f"SELECT id FROM items WHERE user_id = ? AND id IN ({marks})",
+                (self.user_id, *item_ids),
+            )
+        }
+        return [i for i in item_ids if i in owned]
 
     def _scores(
         self,
@@ -636,6 +676,28 @@ class LocalMemoryProvider(MemoryProvider):
         return [
             Hit(i, rows[i][1], rows[i][2], rows[i][3], score) for i, score in ranked if i in rows
         ]
+
+
+def _telling(db: sqlite3.Connection, phrases: list[str]) -> list[str]:
+    """The ``phrases`` (FTS5 expressions) found in at most half the indexed items.
+
+    FTS5's BM25 gives a term in at least half the rows an IDF of 1e-6: it adds
+    next to nothing to any item's score, it only adds the items that hold
+    nothing else to rank, below all the others. When every phrase is that
+    common, the rarest stays (a search still finds something). The largest item
+    id stands for the row count (cheap, and never below it: a phrase left out
+    is always one FTS5 would weigh 1e-6).
+    """
+    rows = db.execute("SELECT max(id) FROM items").fetchone()[0] or 0
+    counts = {
+        p: db.execute("SELECT count(*) FROM items_fts WHERE items_fts MATCH ?", (p,)).fetchone()[0]
+        for p in dict.fromkeys(phrases)
+    }
+    found = [p for p in phrases if counts[p]]
+    kept = [p for p in found if 2 * counts[p] <= rows]
+    if kept or not found:
+        return kept
+    return [min(found, key=counts.__getitem__)]
 
 
 def item_names(text: str) -> list[str]:
