@@ -144,3 +144,22 @@ def test_the_training_script_keeps_embeddings_per_text_and_encoder(monkeypatch, 
     script.cached_embeddings(["a note", "another"], None)
     assert len(calls) == 4
     assert not list(tmp_path.glob("*.tmp.npy"))
+
+
+PAIRS = sorted((ROOT / "tests" / "data" / "threat_pairs").glob("*.jsonl"))
+FAMILIES = {
+    "override", "role_hijack", "social_engineering", "exfil", "secret_read",
+    "tool_abuse", "persistence", "concealment", "config_tamper", "hidden",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("path", PAIRS, ids=lambda p: p.stem)
+def test_a_threat_pair_file_holds_minimal_pairs_of_every_family(path):
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert all(set(r) == {"family", "lang", "setting", "malicious", "benign"} for r in rows)
+    assert Counter(r["family"] for r in rows) == dict.fromkeys(FAMILIES, 20)
+    for number, row in enumerate(rows, start=1):
+        malicious, benign = row["malicious"].strip(), row["benign"].strip()
+        assert malicious and benign and malicious != benign, f"line {number}"
+    assert len({r["malicious"] for r in rows} | {r["benign"] for r in rows}) == 2 * len(rows)
+    assert len(PAIRS) == 3 and path.name in (ROOT / "tests" / "data" / "README.md").read_text()
