@@ -187,8 +187,9 @@ def _reference_bm25(provider, expression):
 def test_bm25_leaves_out_words_found_in_more_than_half_the_items(local):
     # Every LoCoMo turn starts "Speaker on DATE:": a question naming a speaker matched all
     # of them, and ranking those was most of a slow search's time (docs/benchmarks.md).
-    local.add_many(_locomo_turns("26", 120))
-    speakers = {text.split(" on ", 1)[0] for text, _, _ in _locomo_turns("26", 120)}
+    turns = _locomo_turns("26", 120)
+    local.add_many(turns)
+    speakers = {text.split(" on ", 1)[0] for text, _, _ in turns}
     assert speakers == {"Caroline", "Melanie"}
     adoption = [i for i, t in local._db().execute("SELECT id, text FROM items") if "adopt" in t]
     assert 0 < len(adoption) < 20
