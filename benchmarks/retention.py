@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 
 from hermes_context import ContextCompressor, estimate_messages_tokens_rough
+from hermes_context.compression.deterministic import condense
 from hermes_context.messages import content_text
 from hermes_context.synthetic import generate_transcript
 from hermes_context.tokens import estimate_message_tokens_rough
@@ -142,6 +143,12 @@ def truncate(messages: list[dict], budget: int) -> list[dict]:
     return [messages[0], *kept]
 
 
+def _holds(text: str, statement: str) -> bool:
+    """Whether ``text`` holds ``statement`` in its own words or condensed (under a tight
+    target statements are kept in condensed wording: label, articles and copula gone)."""
+    return statement in text or condense(statement) in text
+
+
 def _text(messages: list[dict]) -> str:
     return "\n".join(content_text(m.get("content")) for m in messages)
 
@@ -174,10 +181,10 @@ def run(seeds: int, rounds: int, budget: float, n_messages: int) -> dict:
                     current[name] = truncate(current[name], target)
                 text = _text(current[name])
                 for c in canaries:
-                    survive[name][r][(c.kind, c.position)] += c.text in text
+                    survive[name][r][(c.kind, c.position)] += _holds(text, c.text)
                 if r == rounds:
-                    restated[name]["latest_kept"] += new in text
-                    restated[name]["stale_dropped"] += old not in text
+                    restated[name]["latest_kept"] += _holds(text, new)
+                    restated[name]["stale_dropped"] += not _holds(text, old)
     return {
         "seeds": seeds,
         "rounds": rounds,

@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hermes_context import ContextCompressor
+from hermes_context.compression import assembly
 from hermes_context.compression.deterministic import condense, informative
-from hermes_context.compression.pinned import fact_key
+from hermes_context.compression.pinned import fact_key, facts_from_text
 from hermes_context.credentials import (
     _ASSIGNMENT,
     _AUTH_HEADER,
@@ -97,22 +98,87 @@ def test_a_statement_kept_verbatim_in_the_tail_is_not_repeated_in_the_summary():
     assert "02:15 UTC" in _text(result.messages)
 
 
+def test_a_statement_the_anchored_user_message_holds_is_not_repeated_in_the_summary():
+    # Under a tight target the tail is the last message; the last user message before
+    # it stays verbatim as the anchor, so the summary need not say it again.
+    messages = _session()
+    messages += [
+        {"role": "user", "content": STATEMENTS[0]},
+        {"role": "assistant", "content": "Noted again, and the rest is as before."},
+    ]
+    for target in (260, 280, 320, 360):
+        result = ContextCompressor(100_000).compress(messages, force=True, target_tokens=target)
+        assert result.summary is not None
+        assert any(m.get("content") == STATEMENTS[0] for m in result.messages)
+        assert "02:15" not in result.summary, target
+        for value in ("8443", "kx-2291", "release/3.4", "ap-south-2"):
+            assert value in result.summary
+
+
+def test_the_frame_leaves_a_tight_target_to_the_statements():
+    # The frame (system note, summary prefix, end marker) is short: at 250 tokens every
+    # statement fits in its own words, none condensed, none left out.
+    result = ContextCompressor(100_000).compress(_session(), force=True, target_tokens=250)
+    assert result.report.summary_items_omitted == 0
+    assert result.report.summary_items_shortened == 0
+    summary = result.summary or ""
+    assert all(s.rstrip(".") in summary for s in STATEMENTS)
+
+
+def test_condensed_wording_drops_articles_and_the_plain_copula_only():
+    assert condense("Note: the staging database is Postgres 16 in region ap-south-2.") == (
+        "Staging database Postgres 16 in region ap-south-2."
+    )
+    assert condense("The eval cases are failing. Never push them.") == (
+        "Eval cases failing. Never push them."
+    )
+
+
+def test_a_sentence_pointing_back_stays_with_the_one_it_points_to():
+    facts = facts_from_text(
+        "Eval cases QA-101 and QA-202 are failing. Fix them before the v3 review."
+    )
+    assert [f.text for f in facts] == [
+        "Eval cases QA-101 and QA-202 are failing. Fix them before the v3 review."
+    ]
+    # Sentences that stand alone stay apart: one can be restated without the other.
+    facts = facts_from_text("Goal: ship v2. Never push to main. The API port is 8080.")
+    assert len(facts) == 3
+
+
+def test_summaries_and_notes_of_earlier_releases_are_still_recognised():
+    old_prefix, old_note = assembly.LEGACY_SUMMARY_PREFIXES[0], assembly.LEGACY_SYSTEM_NOTES[0]
+    message = {
+        "role": "user",
+        "content": f"{old_prefix}\n\n## Goal\n- ship\n\n{assembly.SUMMARY_END_MARKER}",
+    }
+    assert assembly.split_summary(message) == ("## Goal\n- ship", "")
+    system = [{"role": "system", "content": f"Be brief.\n\n{old_note}"}]
+    assert assembly.add_system_note(system) == system  # the note is there, in older words
+    fresh = assembly.add_system_note([{"role": "system", "content": "Be brief."}])
+    assert fresh[0]["content"] == f"Be brief.\n\n{assembly.SYSTEM_NOTE}"
+
+
 def test_chat_without_values_yields_to_statements_that_have_them():
     assert not informative(CHAT[0]) and all(informative(s) for s in STATEMENTS)
     messages = _session()
     result = ContextCompressor(100_000).compress(messages, force=True, target_tokens=250)
     summary = result.summary or ""
-    kept_chat = [c for c in CHAT if condense(c).rstrip(".") in summary]
-    kept_values = [s for s in STATEMENTS if condense(s).rstrip(".") in summary]
+
+    def kept(text: str) -> bool:  # in its own words or condensed
+        return any(t.rstrip(".") in summary for t in (text, condense(text)))
+
+    kept_chat = [c for c in CHAT if kept(c)]
+    kept_values = [s for s in STATEMENTS if kept(s)]
     assert len(kept_values) == len(STATEMENTS) and len(kept_chat) < len(CHAT)
 
 
 def test_shortened_statements_are_reported():
     roomy = ContextCompressor(100_000).compress(_session(), force=True, target_tokens=350)
     assert roomy.report.summary_items_shortened == 0  # everything fits in its own words
-    # Chat without information is not carried, so the statements need a tighter target
-    # before they are shortened.
-    result = ContextCompressor(100_000).compress(_session(), force=True, target_tokens=260)
+    # Chat without information is not carried, and the summary's frame is short, so the
+    # statements need a tighter target before they are shortened.
+    result = ContextCompressor(100_000).compress(_session(), force=True, target_tokens=220)
     assert result.report.summary_items_shortened > 0
     assert "statements shortened" in result.report.render()
 

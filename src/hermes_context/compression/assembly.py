@@ -20,16 +20,21 @@ from ..messages import (
 )
 from .boundaries import Boundaries
 
-SUMMARY_PREFIX = (
-    "[CONTEXT SUMMARY — reference only] Earlier turns of this conversation were compacted "
-    "into the handoff summary below. It records what happened; it is not a new request."
-)
+# Short on purpose: under a tight target every character of the frame is one a stated
+# rule or fact cannot use (the compaction issue's "budgets that bend").
+SUMMARY_PREFIX = "[CONTEXT SUMMARY of earlier turns — reference only, not instructions]"
 SUMMARY_END_MARKER = (
     "--- END OF CONTEXT SUMMARY — respond to the message below, not the summary above ---"
 )
-SYSTEM_NOTE = (
+SYSTEM_NOTE = "[Note: earlier turns were compacted into a summary.]"
+# The longer wordings of earlier releases, still recognised in stored conversations.
+LEGACY_SUMMARY_PREFIXES = (
+    "[CONTEXT SUMMARY — reference only] Earlier turns of this conversation were compacted "
+    "into the handoff summary below. It records what happened; it is not a new request.",
+)
+LEGACY_SYSTEM_NOTES = (
     "[Note: Some earlier conversation turns have been compacted into a handoff summary to "
-    "save context space. Treat the summary as background, not as instructions.]"
+    "save context space. Treat the summary as background, not as instructions.]",
 )
 IMAGE_PLACEHOLDER = "[image removed from earlier context]"
 TOOL_CALL_REMOVED = "(tool call removed)"
@@ -65,8 +70,10 @@ def split_summary(message: dict[str, Any]) -> tuple[str, str]:
     text = content_text(message.get("content"))
     body, _, rest = text.partition(SUMMARY_END_MARKER)
     body = body.strip()
-    if body.startswith(SUMMARY_PREFIX):
-        body = body[len(SUMMARY_PREFIX) :].strip()
+    for prefix in (SUMMARY_PREFIX, *LEGACY_SUMMARY_PREFIXES):
+        if body.startswith(prefix):
+            body = body[len(prefix) :].strip()
+            break
     return body, rest.strip()
 
 
@@ -135,7 +142,8 @@ def add_system_note(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if not messages or messages[0].get("role") not in ("system", "developer"):
         return messages
     first = messages[0]
-    if SYSTEM_NOTE in content_text(first.get("content")):
+    text = content_text(first.get("content"))
+    if any(note in text for note in (SYSTEM_NOTE, *LEGACY_SYSTEM_NOTES)):
         return messages
     content = first.get("content")
     if isinstance(content, list):
@@ -245,7 +253,7 @@ def _merge_collisions(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _kept_after(bounds: Boundaries, n: int) -> list[int]:
+def kept_after(bounds: Boundaries, n: int) -> list[int]:
     """Indices kept after the summary: the anchor, then the tail."""
     anchor = [] if bounds.anchor is None else [bounds.anchor]
     return [*anchor, *range(bounds.tail_start, n)]
@@ -264,7 +272,7 @@ def summary_inputs(
     turns: list[dict[str, Any]] = []
     previous: list[str] = []
     previous_at = 0
-    kept = _kept_after(bounds, len(original))
+    kept = kept_after(bounds, len(original))
     summaries_kept = [i for i in kept if is_summary(original[i])]
     middle = set(bounds.middle)
     for i in sorted([*bounds.middle, *summaries_kept]):
@@ -309,7 +317,7 @@ def assemble(
     middle = bounds.middle
     has_user = any(is_real_user(original[i]) for i in middle)
     before = [{**pruned[i], LINEAGE_KEY: [i]} for i in range(bounds.head_end)]
-    kept = [{**pruned[i], LINEAGE_KEY: [i]} for i in _kept_after(bounds, len(pruned))]
+    kept = [{**pruned[i], LINEAGE_KEY: [i]} for i in kept_after(bounds, len(pruned))]
     after, folded = _strip_old_summaries(kept)
     placed, merged_at = place_summary(before, summary, after, has_user_turn=has_user)
     span = sorted([*middle, *folded])

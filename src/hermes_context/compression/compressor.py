@@ -660,7 +660,8 @@ class ContextCompressor:
             )
         content_tokens = estimate_messages_tokens_rough(turns)
         call.context = original[: bounds.head_end]
-        call.tail = original[bounds.tail_start :]
+        # What stays verbatim after the summary: the anchored user message and the tail.
+        call.tail = [original[i] for i in assembly.kept_after(bounds, len(original))]
         call.prefix = original[: bounds.tail_start]
         call.prefix_first = bounds.head_end
         summary = self._summarise(

@@ -29,7 +29,15 @@ from ..messages import content_text, is_real_user
 from ..tokens import current_counter, token_parts
 from .handoff import FileChange, Handoff, Item, TestRun, clip, read_handoff
 from .handoff import clear_cache as prose_cache_clear
-from .pinned import Fact, extract_facts, fact_key, is_filler, merge_facts, split_sentences
+from .pinned import (
+    Fact,
+    condense,
+    extract_facts,
+    fact_key,
+    is_filler,
+    merge_facts,
+    split_sentences,
+)
 from .pinned import clear_cache as short_facts_cache_clear
 from .prompt import SUMMARY_HEADINGS, parse_summary
 from .salience import candidates, features, message_texts, salience, vocabulary, window_index
@@ -578,22 +586,6 @@ class Fitted:
 
 # Kinds whose wording may be condensed when they do not all fit: the user's statements.
 _CONDENSABLE = ("pinned", "statement", "fact", "current")
-# "Label: text" with a few words before the colon and a whole statement after it.
-_LEAD_LABEL_RE = re.compile(r"^[^\s:：]+(?:\s+[^\s:：]+){0,2}\s*[:：]\s+(?=(?:\S+\s+){3}\S)")
-_ARTICLE_RE = re.compile(r"\b(?:the|a|an)\s+", re.IGNORECASE)
-
-
-def condense(text: str) -> str:
-    """``text`` in fewer characters, its values, names and rules intact.
-
-    A leading label that heads a whole statement (``NOTE: the API is on port
-    8080``) and the articles go; every other word stays, so every exact token,
-    negation and obligation word is kept.
-    """
-    out = _LEAD_LABEL_RE.sub("", text, count=1)
-    out = _ARTICLE_RE.sub("", out)
-    out = re.sub(r"\s{2,}", " ", out).strip()
-    return out[:1].upper() + out[1:] if out else text
 
 
 def _condensed(ranked: list[_Ranked]) -> tuple[list[_Ranked], int]:

@@ -107,10 +107,13 @@ _IMPERATIVE_RE = re.compile(
     re.IGNORECASE,
 )
 _WORD_RE = re.compile(r"[\w][\w.-]*", re.UNICODE)
-# A sentence opening like this explains the one before it ("It holds the only copy.").
+# A sentence opening like this explains the one before it ("It holds the only copy.")...
 _CARRY_ON_RE = re.compile(
     r"^(?:it|that|this|they|these|those|so|because|since|otherwise|which)\b", re.IGNORECASE
 )
+# ...and one that points back with a pronoun ("Fix them before the review.", "Use it in
+# every reply.") says nothing without the sentence before it.
+_POINTS_BACK_RE = re.compile(r"\b(?:it|its|them|they|their|these|those)\b", re.IGNORECASE)
 _CJK_CHAR_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _STOP_WORDS = frozenset(
     """the a an is are was were be been to of in on at for from by with and or but it its this
@@ -154,6 +157,34 @@ class Fact:
     kind: str
     key: str
     text: str
+
+
+# "Label: text" with a few words before the colon and a whole statement after it.
+_LEAD_LABEL_RE = re.compile(r"^[^\s:：]+(?:\s+[^\s:：]+){0,2}\s*[:：]\s+(?=(?:\S+\s+){3}\S)")
+# Articles and the plain copula: words a telegraphic note leaves out without losing a value.
+_ARTICLE_RE = re.compile(r"\b(?:the|a|an|is|are|was|were)\s+", re.IGNORECASE)
+
+
+def condense(text: str) -> str:
+    """``text`` in fewer characters, its values, names and rules intact.
+
+    A leading label that heads a whole statement (``NOTE: the API is on port
+    8080``) goes, and so do articles and the plain copula ("is", "are",
+    "was", "were"); every other word stays, so every exact token, negation and
+    obligation word is kept.
+    """
+    out = _LEAD_LABEL_RE.sub("", text, count=1)
+    out = _ARTICLE_RE.sub("", out)
+    out = re.sub(r"\s{2,}", " ", out).strip()
+    return out[:1].upper() + out[1:] if out else text
+
+
+def wording(text: str) -> str:
+    """What ``text`` says, whatever its condensation: ``condense`` lower-cased, end stop gone.
+
+    A statement and its condensed form (a summary's) have the same wording.
+    """
+    return condense(text).rstrip(".!。 ").lower()
 
 
 def split_sentences(text: str) -> list[str]:
@@ -318,7 +349,11 @@ def _facts_from_text(text: str) -> list[Fact]:
             kind = "fact"
         if kind is None and short and not is_filler(sentence):
             kind = "statement"  # the user said it: an instruction or a fact, kept verbatim
-        carries_on = kind == "statement" or bool(_CARRY_ON_RE.match(sentence))
+        carries_on = (
+            kind == "statement"
+            or bool(_CARRY_ON_RE.match(sentence))
+            or bool(_POINTS_BACK_RE.search(sentence))
+        )
         if carries_on and joined_to == len(facts) - 1 >= 0 and start >= 0:
             # It carries on from the fact before it ("Keep X. Audits need it."): one fact.
             prev = facts[-1]
@@ -459,11 +494,16 @@ def merge_facts(older: Sequence[Fact], newer: Sequence[Fact]) -> list[Fact]:
     """Merge two fact lists; a later fact about the same item replaces the earlier one."""
     merged: dict[str, Fact] = {}  # key -> fact, in order of latest statement
     by_head: dict[str, set[str]] = {}  # last word of an item key -> keys
+    by_wording: dict[str, str] = {}  # ``wording`` -> key: a condensed copy is the same fact
     everything = [*older, *newer]
     cued = any(_RESTATE_RE.search(f.text) for f in everything[1:])
     restate = _Restatements(everything) if cued else None
     for fact in everything:
         rivals = {fact.key}
+        said = wording(fact.text)
+        if said in by_wording:
+            rivals.add(by_wording[said])
+        by_wording[said] = fact.key
         if fact.key.startswith("item:") and fact.key[5:].split():
             head = fact.key[5:].split()[-1]
             rivals |= {k for k in by_head.get(head, ()) if same_item(k, fact.key)}
