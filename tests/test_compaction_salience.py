@@ -7,13 +7,16 @@ chat turns that carry no value, name or rule.
 
 from __future__ import annotations
 
+import copy
+import json
 import re
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hermes_context import ContextCompressor
-from hermes_context.compression import assembly
+from hermes_context.compression import assembly, compressor
 from hermes_context.compression.deterministic import condense, informative
 from hermes_context.compression.pinned import fact_key, facts_from_text
 from hermes_context.credentials import (
@@ -25,7 +28,7 @@ from hermes_context.credentials import (
     _sub_assignment,
     redact_credentials,
 )
-from hermes_context.messages import content_text
+from hermes_context.messages import content_text, is_summary
 
 STATEMENTS = [
     "Note: the billing export runs at 02:15 UTC from host ledger-7.",
@@ -285,3 +288,44 @@ def test_a_stock_line_said_again_and_again_yields_to_statements_said_once():
     tight = DeterministicSummarizer().summarize(turns, max_chars=400)
     assert condense(stock).rstrip(".") not in tight
     assert all(condense(s).rstrip(".") in tight or s in tight for s in STATEMENTS)
+
+
+# -- a long last request under a tight target ------------------------------------------
+
+# A real run (SWE-agent/mini-swe-agent, MIT; one of the tuned ten of the trajectory
+# benchmark): its only user message is the task with its instructions, ~5,000 characters.
+RUN = (
+    Path(__file__).resolve().parent.parent
+    / "benchmarks/data/trajectories/pylint-dev__astroid-1196.messages.json"
+)
+
+
+def test_a_long_last_request_keeps_its_opening_under_a_tight_target(monkeypatch):
+    messages = json.loads(RUN.read_text(encoding="utf-8"))
+    before = copy.deepcopy(messages)
+    at = next(i for i, m in enumerate(messages) if m["role"] == "user")
+    task = messages[at]["content"]
+    result = ContextCompressor(64_000).compress(messages, force=True, target_tokens=3_000)
+    assert messages == before  # the caller's messages stay whole
+    assert result.tokens_after <= 3_000
+    (kept,) = [m for m in result.messages if m["role"] == "user" and not is_summary(m)]
+    text = content_text(kept["content"])
+    opening, _, note = text.partition("\n\n[... ")
+    assert task.startswith(opening) and len(opening) < len(task) // 2
+    assert note.startswith(f"{len(task) - len(opening):,} more characters")
+    assert at in result.report.pruned and at not in result.report.kept
+    assert any("last user message whole" in w for w in result.report.warnings)
+    # The room goes to the summary: it holds more of the run than with the task whole.
+    monkeypatch.setattr(compressor, "ANCHOR_TARGET_SHARE", 10.0)  # never cut
+    whole = ContextCompressor(64_000).compress(messages, force=True, target_tokens=3_000)
+    assert any(m.get("content") == task for m in whole.messages)
+    assert len(result.summary or "") > len(whole.summary or "") + len(task) // 3
+
+
+def test_a_short_last_request_is_never_cut():
+    messages = json.loads(RUN.read_text(encoding="utf-8"))
+    at = next(i for i, m in enumerate(messages) if m["role"] == "user")
+    messages[at] = {"role": "user", "content": "Fix the crash in astroid's inference of `super()`."}
+    result = ContextCompressor(64_000).compress(messages, force=True, target_tokens=3_000)
+    assert any(m.get("content") == messages[at]["content"] for m in result.messages)
+    assert not any("last user message whole" in w for w in result.report.warnings)

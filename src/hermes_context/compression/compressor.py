@@ -22,6 +22,7 @@ from ..messages import (
 from ..tokens import (
     MESSAGE_OVERHEAD_TOKENS,
     counting_with,
+    estimate_message_tokens_rough,
     estimate_messages_tokens_rough,
     estimate_tokens_rough,
     memoized_estimates,
@@ -59,6 +60,9 @@ TARGET_SLACK = 0.05
 MIN_SUMMARY_TOKENS = 60
 # Under a target the summary comes before every verbatim message but the last one.
 TARGET_TAIL_FLOOR = 1
+# Under a target that leaves summary items out, a last user message (the anchor) taking
+# more than this share of the target is kept as its opening, this share long.
+ANCHOR_TARGET_SHARE = 0.15
 
 
 _FALLBACK = "deterministic (fallback)"
@@ -77,6 +81,7 @@ class _Call:
     tail: list[dict[str, Any]] = field(default_factory=list)  # kept verbatim after the cut
     prefix: list[dict[str, Any]] = field(default_factory=list)  # the conversation up to the cut
     prefix_first: int = 0  # index of the first summarised message in it
+    tail_tokens: int = 0  # the last attempt's tail after the cut (the anchor not counted)
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ class _Plan:
     floor: int
     target: int | None = None
     summary_chars: int | None = None
+    anchor_tokens: int | None = None  # keep the anchor as its opening of about this many
 
 
 @dataclass
@@ -532,6 +538,7 @@ class ContextCompressor:
                         "prompt is kept verbatim, the first request is in the summary"
                     )
                     result = bent
+            result = self._fit_opening(call, original, tokens_before, bare, target_tokens, result)
         else:
             result = self._run_plans(call, original, tokens_before, head_end, target_tokens)
         if not result.aborted and result.tokens_after > self.context_length:
@@ -588,6 +595,44 @@ class ContextCompressor:
         assert result is not None
         return result
 
+    def _fit_opening(
+        self,
+        call: _Call,
+        original: list[dict[str, Any]],
+        tokens_before: int,
+        head_end: int,
+        target: int,
+        result: CompressionResult,
+    ) -> CompressionResult:
+        """``result``, or one with a long anchored user message cut to its opening.
+
+        Tried only when summary items are left out and the last user message
+        kept verbatim after the summary takes more than twice
+        ``ANCHOR_TARGET_SHARE`` of the target (a pasted task with its
+        instructions): its opening stays, the rest makes room for the summary.
+        The original stays whole in the caller's history (the result's lineage
+        and report name it as pruned).
+        """
+        anchor = next(
+            (i for i in range(len(original) - 1, -1, -1) if is_real_user(original[i])), None
+        )
+        keep = int(target * ANCHOR_TARGET_SHARE)
+        if (
+            result.aborted
+            or anchor is None
+            or not any(_left_out(result))
+            or estimate_message_tokens_rough(original[anchor]) <= 2 * keep
+        ):
+            return result
+        cut = self._fit_target(call, original, tokens_before, head_end, target, keep)
+        if cut.aborted or cut.tokens_after > target or not _kept_more(cut, result):
+            return result
+        cut.report.warnings.append(
+            f"the target left no room for the last user message whole: its opening (about "
+            f"{keep:,} tokens) is kept, the rest is only in the original messages"
+        )
+        return cut
+
     def _fit_target(
         self,
         call: _Call,
@@ -595,27 +640,32 @@ class ContextCompressor:
         tokens_before: int,
         head_end: int,
         target: int,
+        anchor_tokens: int | None = None,
     ) -> CompressionResult:
         """Deterministic summary first, then verbatim tail messages, within ``target`` tokens.
 
         The tail starts at the last message and the summary gets all the room
         left; what the summary does not need goes to more verbatim messages, a
-        few rounds, keeping the fullest result that fits.
+        few rounds, keeping the fullest result that fits. The tail grows by the
+        room left over, measured without the anchored user message (kept
+        outside the tail budget: counting it would squeeze the summary by its
+        size). ``anchor_tokens`` keeps that message as its opening
+        (``_fit_opening``).
         """
         floor = TARGET_TAIL_FLOOR
-        result = self._attempt(call, original, tokens_before, head_end, _Plan(0, floor, target))
+        plan = _Plan(0, floor, target, anchor_tokens=anchor_tokens)
+        result = self._attempt(call, original, tokens_before, head_end, plan)
         best = result if result.tokens_after <= target else None
-        tail = _tail_tokens(result)
+        tail = call.tail_tokens
         step = target - result.tokens_after
         for _ in range(TARGET_ROUNDS):
             if result.aborted or abs(step) < target * TARGET_SLACK:
                 break
             if step > 0 and result.report.summary_priority_omitted:
-                break  # the summary needs the room more than another verbatim message
+                break  # the summary needs the room more than another verbatim message does
             tail = max(0, tail + step)
-            result = self._attempt(
-                call, original, tokens_before, head_end, _Plan(tail, floor, target)
-            )
+            plan = _Plan(tail, floor, target, anchor_tokens=anchor_tokens)
+            result = self._attempt(call, original, tokens_before, head_end, plan)
             fits = result.tokens_after <= target and not result.report.summary_priority_omitted
             if fits and (best is None or result.tokens_after > best.tokens_after):
                 best = result
@@ -631,7 +681,6 @@ class ContextCompressor:
         plan: _Plan,
     ) -> CompressionResult:
         pruned = self._prune(original, plan.tail_budget, plan.floor)
-        after_prune = tokens_before + pruned.delta  # only pruned messages changed
         bounds = find_boundaries(
             pruned.messages,
             head_end=head_end,
@@ -639,6 +688,10 @@ class ContextCompressor:
             tail_floor=plan.floor,
             min_tail_user_messages=self.min_tail_user_messages,
         )
+        if plan.anchor_tokens is not None and bounds.anchor is not None:
+            pruned = _cut_to_opening(pruned, bounds.anchor, plan.anchor_tokens * CHARS_PER_TOKEN)
+        after_prune = tokens_before + pruned.delta  # only pruned messages changed
+        call.tail_tokens = estimate_messages_tokens_rough(pruned.messages[bounds.tail_start :])
         report = CompressionReport(
             stages=[StageFigures("prune", tokens_before, after_prune)],
             pruned=sorted(pruned.pruned),
@@ -661,7 +714,7 @@ class ContextCompressor:
         content_tokens = estimate_messages_tokens_rough(turns)
         call.context = original[: bounds.head_end]
         # What stays verbatim after the summary: the anchored user message and the tail.
-        call.tail = [original[i] for i in assembly.kept_after(bounds, len(original))]
+        call.tail = [pruned.messages[i] for i in assembly.kept_after(bounds, len(original))]
         call.prefix = original[: bounds.tail_start]
         call.prefix_first = bounds.head_end
         summary = self._summarise(
@@ -992,12 +1045,29 @@ def _kept_tokens(messages: list[dict[str, Any]], bounds: Any) -> int:
     return estimate_messages_tokens_rough(kept) + frame + 2 * MESSAGE_OVERHEAD_TOKENS
 
 
-def _tail_tokens(result: CompressionResult) -> int:
-    """Tokens of the verbatim messages after the summary in a result."""
-    at = next((i for i, m in enumerate(result.messages) if is_summary(m)), None)
-    if at is None:
-        return 0
-    return estimate_messages_tokens_rough(result.messages[at + 1 :])
+def _cut_to_opening(pruned: PruneOutcome, index: int, chars: int) -> PruneOutcome:
+    """``pruned`` with message ``index``'s text cut to its first ``chars`` characters.
+
+    Only a plain-text message is cut (one with parts or tool calls is left
+    whole); the cut says how much was left out.
+    """
+    message = pruned.messages[index]
+    text = message.get("content")
+    if not isinstance(text, str) or message.get("tool_calls") or len(text) <= chars:
+        return pruned
+    head = (text[:chars].rsplit("\n", 1)[0] if "\n" in text[:chars] else text[:chars]).rstrip()
+    left = len(text) - len(head)
+    cut = {
+        **message,
+        "content": f"{head}\n\n[... {left:,} more characters of this message are "
+        "left out to fit the context target]",
+    }
+    messages = list(pruned.messages)
+    messages[index] = cut
+    delta = estimate_message_tokens_rough(cut) - estimate_message_tokens_rough(message)
+    return PruneOutcome(
+        messages, pruned.reclaimed - delta, pruned.pruned | {index}, pruned.delta + delta
+    )
 
 
 def _account_removed(report: CompressionReport, lineage: list[list[int]], count: int) -> None:
