@@ -58,6 +58,8 @@ from hermes_context.bridge import TokenStore, create_app
 from hermes_context.llm.testing import Reply, ScriptedLLMServer
 
 CALLS = itertools.count(1)
+# The load generator's idle connections live shorter than the bridge's keep-alive (5 s).
+KEEPALIVE_SECONDS = 2.0
 # The message of user A's slow turn (the scripted model holds it for --slow seconds).
 SLOW_TURN = "take your time"
 # /context requests user A sends during the slow turn (the issue's reproduction: 45).
@@ -171,7 +173,11 @@ async def drive(
     base: str, token: str, sessions: int, turns: int, drop: float
 ) -> tuple[list[float], float]:
     headers = {"Authorization": f"Bearer {token}"}
-    limits = httpx.Limits(max_connections=sessions + 10, max_keepalive_connections=sessions + 10)
+    limits = httpx.Limits(
+        max_connections=sessions + 10,
+        max_keepalive_connections=sessions + 10,
+        keepalive_expiry=KEEPALIVE_SECONDS,
+    )
     async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client:
         start = time.perf_counter()
         dropping = max(0, int(sessions * drop))
@@ -254,7 +260,13 @@ async def drive_many(
 ) -> tuple[list[float], float]:
     """``sessions`` clients, session i on replica i mod N, every turn of it there too."""
     headers = {"Authorization": f"Bearer {token}"}
-    limits = httpx.Limits(max_connections=sessions + 10, max_keepalive_connections=sessions + 10)
+    # Idle connections are dropped before uvicorn's 5 s keep-alive timeout closes them: a
+    # POST sent on one the server is closing fails (httpx does not retry it).
+    limits = httpx.Limits(
+        max_connections=sessions + 10,
+        max_keepalive_connections=sessions + 10,
+        keepalive_expiry=KEEPALIVE_SECONDS,
+    )
     clients = [httpx.AsyncClient(base_url=b, timeout=300, limits=limits) for b in bases]
     try:
         start = time.perf_counter()

@@ -58,6 +58,34 @@ def test_a_chunked_body_over_the_limit_is_refused(hermes_home, model):
     assert small.status_code == 200 and model.chat_requests[-1].body["messages"][-1]["content"]
 
 
+def test_a_client_gone_before_its_body_gets_no_answer_and_an_empty_body_passes():
+    import asyncio
+
+    from hermes_context.bridge.middleware import BodyLimit
+
+    reached, sent = [], []
+
+    async def app(scope, receive, send):
+        reached.append(await receive())
+
+    async def send(message):
+        sent.append(message)
+
+    async def call(*messages):
+        queue = list(messages)
+
+        async def receive():
+            return queue.pop(0)
+
+        await BodyLimit(app, max_bytes=100)({"type": "http", "headers": []}, receive, send)
+
+    # The connection closed (a keep-alive the server was closing): nobody to send a 413 to.
+    asyncio.run(call({"type": "http.disconnect"}))
+    assert sent == [] and reached == []
+    asyncio.run(call({"type": "http.request", "body": b"", "more_body": False}))
+    assert sent == [] and reached == [{"type": "http.request", "body": b"", "more_body": False}]
+
+
 # -- one error shape, no server paths ----------------------------------------------------
 
 

@@ -54,6 +54,27 @@ def test_events_are_numbered_in_order_and_read_after_an_id(ledger):
     assert _begin(ledger)[0].state == "done"
 
 
+def test_events_of_many_turns_recorded_at_once_are_stored_in_order_per_turn(ledger):
+    # On PostgreSQL the turns are spread over several writer threads; each turn's events
+    # keep their order, and waiting for everything pending waits for every writer.
+    records = [_begin(ledger, key=f"k{n}", session=f"s{n}")[0] for n in range(8)]
+    stored: dict[str, list] = {r.turn_id: [] for r in records}
+    for i in range(10):
+        for r in records:
+            ledger.record(r.turn_id, "delta", {"text": str(i)}, stored[r.turn_id].append)
+    everything = threading.Event()
+    ledger.after_pending(everything.set)
+    assert everything.wait(10)
+    for r in records:
+        assert stored[r.turn_id] == list(range(1, 11))
+        assert [d["text"] for _, _, d in ledger.events(r.turn_id)] == [str(i) for i in range(10)]
+    first = records[0].turn_id
+    ledger.record(first, "done", {"final_response": "9"}, stored[first].append)
+    its_own = threading.Event()
+    ledger.after_pending(its_own.set, first)
+    assert its_own.wait(10) and stored[first][-1] == 11
+
+
 def test_wait_returns_when_an_event_arrives(ledger):
     record, _ = _begin(ledger)
 

@@ -211,3 +211,71 @@ def test_a_schema_a_newer_version_wrote_is_refused(postgres_url, pg):
     )
     with pytest.raises(StoreError, match="sessions schema is version 99, newer than this"):
         PostgresSessionStore(postgres_url)
+
+
+def test_writes_to_one_session_wait_for_each_other_and_not_for_other_sessions(postgres_url, pg):
+    import psycopg
+
+    from hermes_context.sessions.postgres import schema
+
+    first, second = pg.create_session(title="held"), pg.create_session(title="free")
+    holder = psycopg.connect(postgres_url)  # another replica, mid-write to ``first``
+    try:
+        holder.execute(schema.SESSION_LOCK, (schema.LOCK_NAMESPACE, first))
+        done = threading.Event()
+
+        def append_first():
+            pg.append_messages(first, [{"role": "user", "content": "after the holder"}])
+            done.set()
+
+        waiting = threading.Thread(target=append_first)
+        waiting.start()
+        # Another session's append, and a new session (the store-wide lock), go on meanwhile.
+        pg.append_messages(second, [{"role": "user", "content": "side by side"}])
+        third = pg.create_session(title="new")
+        assert not done.wait(0.5)  # ``first`` waits for the holder
+        holder.commit()
+        assert done.wait(10)
+        waiting.join()
+    finally:
+        holder.close()
+    assert [m["content"] for m in pg.get_messages(first)] == ["after the holder"]
+    assert [m["content"] for m in pg.get_messages(second)] == ["side by side"]
+    assert pg.get_session(third)["title"] == "new"
+
+
+def test_concurrent_appends_to_many_sessions_keep_each_sessions_order(postgres_url, pg):
+    with PostgresSessionStore(postgres_url, max_size=4) as other:  # a second replica
+        sessions = [pg.create_session() for _ in range(4)]
+        errors = []
+
+        def work(store, sid, n):
+            try:
+                for i in range(12):
+                    store.append_messages(sid, [{"role": "user", "content": f"w{n} m{i}"}])
+            except Exception as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        workers = [
+            threading.Thread(target=work, args=(store, sid, n))
+            for n, (store, sid) in enumerate(
+                (store, sid) for sid in sessions for store in (pg, other)
+            )
+        ]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    assert errors == []
+    for k, sid in enumerate(sessions):
+        records = pg.get_message_records(sid)
+        assert len(records) == 24 == pg.get_session(sid)["message_count"]
+        ids = [r["id"] for r in records]
+        assert ids == sorted(ids) and len(set(ids)) == 24  # one session: ids in its order
+        for n in (2 * k, 2 * k + 1):
+            mine = [
+                r["message"]["content"]
+                for r in records
+                if r["message"]["content"].startswith(f"w{n} ")
+            ]
+            assert mine == [f"w{n} m{i}" for i in range(12)]

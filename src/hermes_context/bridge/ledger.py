@@ -106,8 +106,9 @@ class TurnLedger(Protocol):
         """
         ...
 
-    def after_pending(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` once every event recorded before has been stored."""
+    def after_pending(self, callback: Callable[[], None], turn_id: str | None = None) -> None:
+        """Call ``callback`` once every event recorded before (of ``turn_id``'s turn, when
+        given; of every turn otherwise) has been stored."""
         ...
 
     def finish(self, turn_id: str, state: str) -> None: ...
@@ -204,7 +205,7 @@ class LocalLedger:
     ) -> None:
         stored(self.append(turn_id, [(kind, data)])[0])
 
-    def after_pending(self, callback: Callable[[], None]) -> None:
+    def after_pending(self, callback: Callable[[], None], turn_id: str | None = None) -> None:
         callback()
 
     def finish(self, turn_id: str, state: str) -> None:

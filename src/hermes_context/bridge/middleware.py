@@ -15,6 +15,10 @@ Message = dict[str, Any]
 ACCESS_LOG = logging.getLogger("hermes_context.bridge.access")
 
 
+# What ``BodyLimit._read`` gives when the client disconnected before its body was read.
+_GONE: Any = object()
+
+
 class BodyLimit:
     """Refuse bodies over ``max_bytes`` with 413, counting what arrives, not what is announced.
 
@@ -36,18 +40,20 @@ class BodyLimit:
             await self._refuse(send)
             return
         body = await self._read(receive)
+        if body is _GONE:
+            return  # the client left before its body arrived: nobody to answer
         if body is None:
             await self._refuse(send)
             return
         await self.app(scope, _replay(body, receive), send)
 
-    async def _read(self, receive: Any) -> bytes | None:
-        """The whole body, or None once it passes the limit (or the client left)."""
+    async def _read(self, receive: Any) -> Any:
+        """The whole body (bytes); None once it passes the limit; ``_GONE`` if the client left."""
         chunks, size = [], 0
         while True:
             message = await receive()
             if message["type"] != "http.request":
-                return None  # http.disconnect: nobody to answer
+                return _GONE  # http.disconnect
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:

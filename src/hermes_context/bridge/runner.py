@@ -103,7 +103,7 @@ class EventQueue:
             self._end_now()
         else:
             self.closing = True  # the end is on its way behind the events still being stored
-            self.ledger.after_pending(self._end_now)
+            self.ledger.after_pending(self._end_now, self.turn_id)
 
     def _end_now(self) -> None:
         with self._lock:

@@ -333,6 +333,10 @@ class ScriptedLLMServer:
 
 class _QuietHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default backlog is 5: a bridge under load opens a connection per
+    # model request and overflowed it (the kernel fell back to SYN cookies, connections
+    # were refused), which measured the test double, not the bridge.
+    request_queue_size = 256
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients that time out close their socket on purpose; that is not a

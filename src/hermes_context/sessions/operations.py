@@ -59,6 +59,17 @@ class SessionOperations(abc.ABC):
     def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in a write transaction (writers one at a time)."""
 
+    def _write_session(
+        self, session_id: str, fn: Callable[[sqlite3.Connection], T], *, appends: bool = False
+    ) -> T:
+        """Run ``fn``, a write to one session, in a write transaction.
+
+        A store whose writers run side by side (PostgreSQL) serialises the
+        writes to one session, and all but ``appends`` to the whole store too;
+        this one runs ``_write`` (writers one at a time).
+        """
+        return self._write(fn)
+
     @abc.abstractmethod
     def _ready_for_search(self) -> None:
         """Bring the full-text index up to date with what other programs stored."""
@@ -127,7 +138,7 @@ class SessionOperations(abc.ABC):
                 (time.time(), end_reason, session_id),
             )
 
-        self._write(run)
+        self._write_session(session_id, run)
 
     def delete_session(self, session_id: str, *, cascade: bool = False) -> int:
         """Delete a session and its messages; return how many messages went.
@@ -148,7 +159,7 @@ class SessionOperations(abc.ABC):
                 )
             return queries.delete_sessions(conn, ids)
 
-        return self._write(run)
+        return self._write_session(session_id, run)
 
     # -- messages ---------------------------------------------------------
 
@@ -170,7 +181,7 @@ class SessionOperations(abc.ABC):
             self._require(conn, session_id)
             return queries.append(conn, session_id, messages)
 
-        return self._write(run)
+        return self._write_session(session_id, run, appends=True)
 
     def prepend_messages(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """Store messages before the session's first one (a system prompt for a session
@@ -185,7 +196,7 @@ class SessionOperations(abc.ABC):
             self._require(conn, session_id)
             return queries.prepend(conn, session_id, messages)
 
-        return self._write(run)
+        return self._write_session(session_id, run, appends=True)
 
     def import_session(
         self,
@@ -347,7 +358,8 @@ class SessionOperations(abc.ABC):
         Returns:
             The id of the session that carries on.
         """
-        return self._write(
+        return self._write_session(
+            session_id,
             lambda c: compaction.persist(
                 c,
                 session_id,
@@ -356,7 +368,7 @@ class SessionOperations(abc.ABC):
                 in_place=in_place,
                 compressor_state=compressor_state,
                 path=self._where,
-            )
+            ),
         )
 
     def recall(
@@ -400,7 +412,7 @@ class SessionOperations(abc.ABC):
             self._require(conn, session_id)
             compaction.save_state(conn, session_id, state)
 
-        self._write(run)
+        self._write_session(session_id, run)
 
     def attach_compressor(self, session_id: str, compressor: compaction.Compressor) -> bool:
         """Restore the stored anti-thrash state into ``compressor``; whether one was found."""

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 # Key of the advisory lock every writer of one schema takes (see ``lock_key``).
 LOCK_NAMESPACE = "hermes-context sessions"
 LOCK = "SELECT pg_advisory_xact_lock(hashtext(%s || current_schema()))"
+# One session's writes (the two-key form: a key space apart from the one above).
+SESSION_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%s || current_schema()), hashtext(%s))"
 
 _V1 = (
     """CREATE TABLE sessions (

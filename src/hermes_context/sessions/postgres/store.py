@@ -2,10 +2,12 @@
 
 Every public method is ``SessionOperations``'s, the same as ``SessionDB``'s,
 running the same SQL (through ``PgConnection``) in one transaction on a
-connection of a ``psycopg_pool`` pool. Writers take one advisory lock per
-schema, so writes are serialised as SQLite serialises them: a compaction is
-never interleaved with another process's append, message ids increase in
-commit order, and titles stay unique. Reads run in a read-only snapshot.
+connection of a ``psycopg_pool`` pool. A write to one session takes that
+session's advisory lock first (a compaction is never interleaved with another
+process's append; a session's ids and positions follow its commits); every
+write but an append then takes the schema's lock too (titles stay unique), so
+appends to different sessions run side by side. Reads run in a read-only
+snapshot.
 """
 
 from __future__ import annotations
@@ -128,6 +130,29 @@ class PostgresSessionStore(SessionOperations):
             else:
                 raw.execute(_READ)
             # The shared SQL is written against sqlite3's API; PgConnection speaks that part.
+            return fn(cast(sqlite3.Connection, PgConnection(raw)))
+
+    def _write_session(
+        self, session_id: str, fn: Callable[[sqlite3.Connection], T], *, appends: bool = False
+    ) -> T:
+        """A write to one session: its own lock first, then the store's.
+
+        Writes to one session are serialised by a lock of their own, taken
+        first; every write but an append (``appends``) then takes the
+        store-wide lock too. Appends to different sessions run side by side:
+        ids follow commits within a session, not across sessions. The order
+        is always the session's lock, then the store's, so two writers never
+        wait on each other in a circle.
+        """
+        if self._pool is None or self._pool.closed:
+            raise StoreError(
+                f"{self._shown}: the store is closed; open a new one", path=self._shown
+            )
+        with self._errors(), self._pool.connection() as raw, raw.transaction():
+            raw.execute(schema.SESSION_LOCK, (schema.LOCK_NAMESPACE, session_id))
+
+            if not appends:
+                raw.execute(schema.LOCK, (schema.LOCK_NAMESPACE,))
             return fn(cast(sqlite3.Connection, PgConnection(raw)))
 
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
