@@ -523,6 +523,7 @@ class ContextCompressor:
         if target_tokens is not None and self.summarizer is None:
             result = self._fit_target(call, original, tokens_before, head_end, target_tokens)
             bare = protect_head_end(original, self.protect_first_n, decayed=True)
+            used_head = head_end
             if head_end > bare and not result.aborted and any(_left_out(result)):
                 # Summary items left out: the verbatim head bends before they go. The
                 # system prompt stays; the first request is summarised (the goal keeps
@@ -537,8 +538,10 @@ class ContextCompressor:
                         "the target left no room for the protected head: only the system "
                         "prompt is kept verbatim, the first request is in the summary"
                     )
-                    result = bent
-            result = self._fit_opening(call, original, tokens_before, bare, target_tokens, result)
+                    result, used_head = bent, bare
+            result = self._fit_opening(
+                call, original, tokens_before, used_head, target_tokens, result
+            )
         else:
             result = self._run_plans(call, original, tokens_before, head_end, target_tokens)
         if not result.aborted and result.tokens_after > self.context_length:
