@@ -7,7 +7,7 @@ import copy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_strategies import conversation
+from agent_strategies import conversation, tool_step
 from hermes_context import ContextCompressor, estimate_messages_tokens_rough, validate_messages
 from hermes_context.messages import content_text, is_real_user
 
@@ -19,6 +19,20 @@ def _last_user_text(messages):
     return content_text(users[-1]["content"]) if users else None
 
 
+def _holds(text, message):
+    """Whether ``message`` holds ``text`` whole, or (under a tight target) its opening with
+    the note saying how much of it was left out."""
+    held = content_text(message["content"])
+    if text in held:
+        return True
+    opening, _, note = held.partition("\n\n[... ")
+    return (
+        bool(opening)
+        and text.startswith(opening)
+        and note.startswith(f"{len(text) - len(opening):,} more characters")
+    )
+
+
 def _check(original, result):
     validate_messages(result.messages)
     assert result.messages[0]["role"] == "system"
@@ -27,9 +41,9 @@ def _check(original, result):
     )
     last = _last_user_text(original)
     if last is not None:
-        assert any(
-            m["role"] == "user" and last in content_text(m["content"]) for m in result.messages
-        ), "the last user message was lost"
+        assert any(m["role"] == "user" and _holds(last, m) for m in result.messages), (
+            "the last user message was lost"
+        )
     assert result.tokens_after <= result.tokens_before
     assert result.tokens_after == estimate_messages_tokens_rough(result.messages)
     covered = sorted(i for span in result.lineage for i in span)
@@ -88,6 +102,31 @@ def test_target_tokens_never_grows_and_stays_valid(messages, share):
     )
     assert messages == snapshot
     _check(snapshot, result)
+
+
+@_SETTINGS
+@given(
+    messages=conversation(),
+    lines=st.lists(st.text(min_size=1, max_size=120).map(str.strip), min_size=20, max_size=80),
+    data=st.data(),
+)
+def test_a_long_last_request_under_a_tight_target_stays_valid(messages, lines, data):
+    # A pasted task (thousands of characters) as the last user message, work after it.
+    if messages[-1]["role"] == "user":
+        messages = [*messages, {"role": "assistant", "content": "Noted."}]
+    messages = [*messages, {"role": "user", "content": "Task:\n" + "\n".join(lines)}]
+    for step in range(data.draw(st.integers(1, 6))):
+        messages.extend(data.draw(tool_step(100 + step)))
+    messages.append({"role": "assistant", "content": "Working on it."})
+    tokens = estimate_messages_tokens_rough(messages)
+    target = max(1, int(tokens * data.draw(st.floats(0.05, 0.5))))
+    snapshot = copy.deepcopy(messages)
+    result = ContextCompressor(200_000).compress(messages, force=True, target_tokens=target)
+    assert messages == snapshot
+    _check(snapshot, result)
+    cut = any("last user message whole" in w for w in result.report.warnings)
+    at = max(i for i, m in enumerate(snapshot) if is_real_user(m))
+    assert cut == (at in result.report.pruned)
 
 
 @_SETTINGS
