@@ -228,3 +228,47 @@ def test_a_token_counter_that_fails_later_leaves_the_messages_unchanged():
     result = ContextCompressor(64_000, token_counter=flaky).compress(messages, force=True)
     assert result.aborted and "tokenizer crashed" in (result.error or "")
     assert result.messages == messages
+
+
+# Pieces that start, join or end tokens: letters of both cases, digits, separators, quotes,
+# units and extensions, whitespace, a non-ASCII letter and a CJK character.
+_TRICKY = st.lists(
+    st.sampled_from(list("aZbYc09_.-/:~`'\"“”‘’% \n\tmsé中") + ["ms", "py", ".py", "API"]),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_TRICKY, max_size=6).map(" ".join))
+def test_stepping_over_plain_words_finds_the_same_tokens(text):
+    import importlib
+
+    features_module = importlib.import_module("hermes_context.compression.salience.features")
+    slow = [m.group(0) for m in features_module._EXACT_RE.finditer(text)]
+    fast = [
+        m.group(0) for m in features_module._EXACT_SCAN_RE.finditer(text) if m.lastindex is not None
+    ]
+    assert fast == slow
+
+
+def test_stepping_over_plain_words_finds_the_same_tokens_in_real_runs():
+    import importlib
+    import json
+    from pathlib import Path
+
+    features_module = importlib.import_module("hermes_context.compression.salience.features")
+    folder = Path(__file__).resolve().parent.parent / "benchmarks/data/trajectories"
+    texts = [
+        content_text(m.get("content"))[:4000]
+        for path in sorted(folder.glob("*.messages.json"))[:6]
+        for m in json.loads(path.read_text(encoding="utf-8"))
+    ]
+    assert len(texts) > 500
+    for text in texts:
+        slow = [m.group(0) for m in features_module._EXACT_RE.finditer(text)]
+        fast = [
+            m.group(0)
+            for m in features_module._EXACT_SCAN_RE.finditer(text)
+            if m.lastindex is not None
+        ]
+        assert fast == slow

@@ -33,6 +33,12 @@ _EXACT_RE = re.compile(
     r"|(\d+(?:[.,:]\d+)*(?:\s?%|ms|s|kb|mb|gb)?)"
     r"|[\"“'‘]([^\"”'’\n]{3,40})[\"”'’]"
 )
+# The same tokens, found faster: a plain word (no capital inside, nothing joined to it) and
+# a run of whitespace can start no token and hold none, so they are stepped over whole
+# instead of trying every alternative at each of their characters. Matches of the two
+# leading alternatives carry no group (``_exact`` skips them); the tokens are the same
+# (``tests/test_salience.py`` checks it).
+_EXACT_SCAN_RE = re.compile(r"[A-Z]?[a-z]+(?![\w.~/:-])|\s+|" + _EXACT_RE.pattern)
 # A value changed: "from 5 to 0.5", "5 -> 0.5", "a → b", "de X a Y", "von X auf Y", "从 X 改为 Y".
 _CHANGE_RE = re.compile(
     r"\bfrom\s+\S+\s+to\s+\S|\S\s*(?:->|=>|→)\s*\S|\bde\s+\S+\s+(?:a|à)\s+\S|"
@@ -80,7 +86,9 @@ def _exact_cached(text: str) -> frozenset[str]:
 
 def _exact(text: str) -> frozenset[str]:
     out = set()
-    for match in _EXACT_RE.finditer(text):
+    for match in _EXACT_SCAN_RE.finditer(text):
+        if match.lastindex is None:
+            continue  # a plain word or whitespace, stepped over
         token = next(g for g in match.groups() if g)
         token = token.strip().lower()
         if len(token) >= 2 and not (token.isdigit() and len(token) == 1):
