@@ -694,7 +694,8 @@ class ContextCompressor:
         if plan.anchor_tokens is not None and bounds.anchor is not None:
             pruned = _cut_to_opening(pruned, bounds.anchor, plan.anchor_tokens * CHARS_PER_TOKEN)
         after_prune = tokens_before + pruned.delta  # only pruned messages changed
-        call.tail_tokens = estimate_messages_tokens_rough(pruned.messages[bounds.tail_start :])
+        if plan.target is not None:  # read by the target loop only
+            call.tail_tokens = estimate_messages_tokens_rough(pruned.messages[bounds.tail_start :])
         report = CompressionReport(
             stages=[StageFigures("prune", tokens_before, after_prune)],
             pruned=sorted(pruned.pruned),

@@ -119,15 +119,24 @@ class PostgresSessionStore(SessionOperations):
             f"PostgreSQL session store {self._shown}: {detail}; {fix}", path=self._shown
         ) from None
 
-    def _run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+    def _run(
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        *,
+        write: bool,
+        session_id: str | None = None,
+        store_lock: bool = True,
+    ) -> T:
         if self._pool is None or self._pool.closed:
             raise StoreError(
                 f"{self._shown}: the store is closed; open a new one", path=self._shown
             )
         with self._errors(), self._pool.connection() as raw, raw.transaction():
-            if write:
+            if session_id is not None:  # the session's lock first, always (see _write_session)
+                raw.execute(schema.SESSION_LOCK, (schema.LOCK_NAMESPACE, session_id))
+            if write and store_lock:
                 raw.execute(schema.LOCK, (schema.LOCK_NAMESPACE,))
-            else:
+            elif not write:
                 raw.execute(_READ)
             # The shared SQL is written against sqlite3's API; PgConnection speaks that part.
             return fn(cast(sqlite3.Connection, PgConnection(raw)))
@@ -144,16 +153,7 @@ class PostgresSessionStore(SessionOperations):
         is always the session's lock, then the store's, so two writers never
         wait on each other in a circle.
         """
-        if self._pool is None or self._pool.closed:
-            raise StoreError(
-                f"{self._shown}: the store is closed; open a new one", path=self._shown
-            )
-        with self._errors(), self._pool.connection() as raw, raw.transaction():
-            raw.execute(schema.SESSION_LOCK, (schema.LOCK_NAMESPACE, session_id))
-
-            if not appends:
-                raw.execute(schema.LOCK, (schema.LOCK_NAMESPACE,))
-            return fn(cast(sqlite3.Connection, PgConnection(raw)))
+        return self._run(fn, write=True, session_id=session_id, store_lock=not appends)
 
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return self._run(fn, write=False)
