@@ -81,6 +81,18 @@ def fake_result(agent: Any, text: str) -> dict[str, Any]:
     }
 
 
+def answer_text(frames: Any) -> str:
+    """The answer as a client shows it from ``(id, event, data)`` SSE frames: the ``delta``
+    texts in id order, less what each ``stream_reset`` discards."""
+    text = ""
+    for _, kind, data in sorted(frames, key=lambda frame: frame[0]):
+        if kind == "delta":
+            text += data["text"]
+        elif kind == "status" and data.get("kind") == "stream_reset":
+            text = text[: len(text) - data["discarded_chars"]]
+    return text
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

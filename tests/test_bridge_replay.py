@@ -13,7 +13,7 @@ pytest.importorskip("sse_starlette", reason='the bridge needs pip install "herme
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
-from bridge_kit import live, make_app, make_client, wait_for  # noqa: E402
+from bridge_kit import answer_text, live, make_app, make_client, wait_for  # noqa: E402
 from hermes_context import validate_messages  # noqa: E402
 from hermes_context.llm.testing import Reply, ScriptedLLMServer  # noqa: E402
 
@@ -218,3 +218,37 @@ def test_a_retry_stores_the_end_of_a_finished_turn_whose_end_was_lost(bridge):
     _, again = post_turn(client, alice, session, "hello", key="k-lost-end")
     assert again == first and len(model.chat_requests) == requests
     assert ledger.get(turn_id).state == "done"
+
+
+def test_a_turn_whose_answer_was_stored_but_not_its_text_events_streams_the_answer(bridge):
+    # A replica streams the answer's deltas (the ledger stores events on a writer thread),
+    # stores the answer in the session, and dies before the deltas reach the ledger: the
+    # replica finishing the turn must send the answer's text, not a done after no text.
+    import dataclasses
+
+    client, alice, _, model = bridge
+    session = _session(client, alice)
+    turn_id, first = post_turn(client, alice, session, "hello", key="k-lost-text")
+    assert answer_text(first) == "answer to hello"
+    cut = next(i for i, kind, _ in first if kind == "delta")
+    kept = [f for f in first if f[0] < cut]
+    ledger = client.app.state.bridge.ledger
+    if hasattr(ledger, "_turns"):  # the local ledger
+        turn = ledger._turns[turn_id]
+        turn.events = [e for e in turn.events if e[0] < cut]
+        turn.record = dataclasses.replace(turn.record, state="running")
+    else:
+        with psycopg.connect(ledger.url) as conn:
+            conn.execute(
+                "DELETE FROM hc_turn_events WHERE turn_id = %s AND seq >= %s", (turn_id, cut)
+            )
+            conn.execute("UPDATE hc_turns SET state = 'running' WHERE turn_id = %s", (turn_id,))
+    requests = len(model.chat_requests)
+    _, rest = post_turn(client, alice, session, "hello", key="k-lost-text", last=cut - 1)
+    assert len(model.chat_requests) == requests  # the answer was stored: nothing runs again
+    seen = kept + rest
+    assert answer_text(seen) == "answer to hello", seen
+    assert [d["final_response"] for _, kind, d in seen if kind == "done"] == ["answer to hello"]
+    # Replayed again from the start, the stored events add up to the same answer.
+    _, replay = post_turn(client, alice, session, "hello", key="k-lost-text")
+    assert answer_text(replay) == "answer to hello"

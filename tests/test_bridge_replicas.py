@@ -29,7 +29,7 @@ pytest.importorskip(
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
-from bridge_kit import free_port  # noqa: E402
+from bridge_kit import answer_text, free_port  # noqa: E402
 from hermes_context import pgsql, validate_messages  # noqa: E402
 from hermes_context.bridge.pg_tokens import PostgresTokenStore  # noqa: E402
 from hermes_context.llm.testing import Reply, ScriptedLLMServer  # noqa: E402
@@ -144,13 +144,7 @@ class Client:
 
     def answer(self):
         """The answer text as a client shows it: deltas, less what a stream_reset discards."""
-        text = ""
-        for _, (kind, data) in sorted(self.frames.items()):
-            if kind == "delta":
-                text += data["text"]
-            elif kind == "status" and data.get("kind") == "stream_reset":
-                text = text[: len(text) - data["discarded_chars"]]
-        return text
+        return answer_text((i, kind, data) for i, (kind, data) in self.frames.items())
 
     def seen_messages(self):
         return [d.get("content") for k, d in self.frames.values() if k == "message"]

@@ -89,11 +89,13 @@ def turn_work(
         agent.stream_callback = lambda piece: events.put("delta", {"text": piece})
         if retry_partial_streams is not None:
             setattr(agent, RETRY_PARTIAL_STREAMS, retry_partial_streams)
-        result, failed = None, False
+        result = None
         try:
             result = agent.resume_turn() if resuming else agent.run_conversation(text)
+            if result is None and resuming:  # the dead replica stored the answer, not its end
+                result = finished_result(agent)
+                _stream_stored_answer(job, ledger, events, result["final_response"])
         except HermesContextError as exc:
-            failed = True
             error = classify(exc, redact)
             events.put("error", error_body(kind=error.kind, message=str(error)))
         finally:
@@ -104,8 +106,6 @@ def turn_work(
                     events.put("message", message_view(agent.session_id, record))
             if agent.session_id != session_id:
                 pool.rekey(session_id, job.slot)
-        if result is None and resuming and not failed:
-            result = finished_result(agent)  # the dead replica stored the answer, not its end
         if result is not None:
             events.put("done", done_data(result))
         return result
@@ -142,28 +142,52 @@ def _start_of(job: Job, ledger: TurnLedger | None, agent: Any) -> int | None:
     return mark if since else None
 
 
-def _discard_unstored_text(job: Job, ledger: TurnLedger | None, events: Any) -> None:
-    """Answer text the dead replica streamed but never stored is not part of the answer.
-
-    Sent as the agent's own ``stream_reset`` (``discarded_chars``): the client
-    drops that much of the ``delta`` text it has, and the resumed turn streams
-    the answer again.
-    """
+def _streamed_text(job: Job, ledger: TurnLedger | None) -> str:
+    """The ``delta`` text the turn's stored events hold since its last message, tool or reset:
+    the answer text a client has that no stored message holds yet."""
     if ledger is None or job.turn is None:
-        return
-    unstored = 0
+        return ""
+    pieces: list[str] = []
     for _, kind, data in ledger.events(job.turn.turn_id):
         if kind == "delta":
-            unstored += len(str(data.get("text", "")))
+            pieces.append(str(data.get("text", "")))
         elif kind in ("message", "tool") or (
             kind == "status" and data.get("kind") == "stream_reset"
         ):
-            unstored = 0
+            pieces = []
+    return "".join(pieces)
+
+
+def _reset(events: Any, chars: int) -> None:
+    """The agent's own ``stream_reset``: the client drops the last ``chars`` of its text."""
+    events.put(
+        "status", {"kind": "stream_reset", "discarded_chars": chars, "error_kind": "replica_lost"}
+    )
+
+
+def _discard_unstored_text(job: Job, ledger: TurnLedger | None, events: Any) -> None:
+    """Answer text the dead replica streamed but never stored is not part of the answer:
+    the client drops it, and the resumed turn streams the answer again."""
+    unstored = _streamed_text(job, ledger)
     if unstored:
-        events.put(
-            "status",
-            {"kind": "stream_reset", "discarded_chars": unstored, "error_kind": "replica_lost"},
-        )
+        _reset(events, len(unstored))
+
+
+def _stream_stored_answer(job: Job, ledger: TurnLedger | None, events: Any, answer: Any) -> None:
+    """Send what a client lacks of an answer the dead replica stored in the session.
+
+    Its ``delta`` events may not have reached the ledger before it died (they are
+    stored on a writer thread; the answer is stored by the turn itself): the text
+    already streamed is completed, or reset and sent whole when it differs.
+    """
+    if not isinstance(answer, str) or not answer:
+        return
+    streamed = _streamed_text(job, ledger)
+    if not answer.startswith(streamed):
+        _reset(events, len(streamed))
+        streamed = ""
+    if len(answer) > len(streamed):
+        events.put("delta", {"text": answer[len(streamed) :]})
 
 
 def finished_result(agent: Any) -> dict[str, Any]:
