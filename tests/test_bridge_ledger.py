@@ -54,6 +54,20 @@ def test_events_are_numbered_in_order_and_read_after_an_id(ledger):
     assert _begin(ledger)[0].state == "done"
 
 
+def test_a_stored_done_event_ends_the_turn_before_finish(ledger):
+    # A replica killed between storing a turn's done event and finishing it must not leave
+    # the turn running (a client that got the done never retries it).
+    record, _ = _begin(ledger, key="ends")
+    stored = threading.Event()
+    ledger.record(record.turn_id, "delta", {"text": "a"}, lambda seq: None)
+    assert ledger.get(record.turn_id).state == "running"
+    ledger.record(record.turn_id, "done", {"final_response": "a"}, lambda seq: stored.set())
+    assert stored.wait(10)
+    assert ledger.get(record.turn_id).state == "done"
+    ledger.finish(record.turn_id, "failed")  # finish still sets the final state
+    assert ledger.get(record.turn_id).state == "failed"
+
+
 def test_events_of_many_turns_recorded_at_once_are_stored_in_order_per_turn(ledger):
     # On PostgreSQL the turns are spread over several writer threads; each turn's events
     # keep their order, and waiting for everything pending waits for every writer.

@@ -220,17 +220,21 @@ def test_a_retry_stores_the_end_of_a_finished_turn_whose_end_was_lost(bridge):
     assert ledger.get(turn_id).state == "done"
 
 
-def test_a_turn_whose_answer_was_stored_but_not_its_text_events_streams_the_answer(bridge):
+@pytest.mark.parametrize("lost", ["text", "last_piece", "end"])
+def test_a_turn_whose_answer_was_stored_but_not_its_events_streams_the_answer_once(bridge, lost):
     # A replica streams the answer's deltas (the ledger stores events on a writer thread),
-    # stores the answer in the session, and dies before the deltas reach the ledger: the
-    # replica finishing the turn must send the answer's text, not a done after no text.
+    # stores the answer in the session, and dies before all its events reach the ledger:
+    # the replica finishing the turn sends what the client lacks of the answer's text (not
+    # a done after no text), and nothing twice when only the end was lost.
     import dataclasses
 
     client, alice, _, model = bridge
     session = _session(client, alice)
     turn_id, first = post_turn(client, alice, session, "hello", key="k-lost-text")
     assert answer_text(first) == "answer to hello"
-    cut = next(i for i, kind, _ in first if kind == "delta")
+    deltas = [i for i, kind, _ in first if kind == "delta"]
+    cut = {"text": deltas[0], "last_piece": deltas[-1], "end": first[-1][0]}[lost]
+    assert first[-1][1] == "done"
     kept = [f for f in first if f[0] < cut]
     ledger = client.app.state.bridge.ledger
     if hasattr(ledger, "_turns"):  # the local ledger

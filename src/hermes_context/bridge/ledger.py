@@ -197,6 +197,8 @@ class LocalLedger:
             start = turn.events[-1][0] if turn.events else 0
             stored = [(start + i + 1, kind, data) for i, (kind, data) in enumerate(events)]
             turn.events.extend(stored)
+            if turn.record.state == "running" and any(kind == "done" for kind, _ in events):
+                turn.record = replace(turn.record, state="done")  # as the PostgreSQL ledger
             turn.changed.notify_all()
         return [seq for seq, _, _ in stored]
 

@@ -100,6 +100,14 @@ def _create_tables(conn: psycopg.Connection[Any]) -> None:
 MIGRATIONS = (_create_tables,)
 
 
+# A turn whose ``done`` event is stored is done, in the same transaction (``finish`` still
+# sets its final state): its end is never left for a retry to find.
+_ENDED = (
+    "UPDATE hc_turns SET state = 'done', finished_at = now() "
+    "WHERE turn_id = ANY(%s) AND owner = %s AND state = 'running'"
+)
+
+
 class PostgresLedger:
     """Turns, events, session leases and replica heartbeats in PostgreSQL.
 
@@ -290,6 +298,9 @@ class PostgresLedger:
                         "VALUES (%s, %s, %s, %s::jsonb)",
                         rows,
                     )
+                ended = list(dict.fromkeys(t for t, kind, _ in items if kind == "done"))
+                if ended:  # with its last event: a replica dying before ``finish`` loses nothing
+                    conn.execute(_ENDED, (ended, self.owner))
                 for turn_id in turns:
                     conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, turn_id))
         except BaseException:

@@ -142,18 +142,16 @@ def _start_of(job: Job, ledger: TurnLedger | None, agent: Any) -> int | None:
     return mark if since else None
 
 
-def _streamed_text(job: Job, ledger: TurnLedger | None) -> str:
-    """The ``delta`` text the turn's stored events hold since its last message, tool or reset:
-    the answer text a client has that no stored message holds yet."""
+def _streamed_text(job: Job, ledger: TurnLedger | None, *, after: tuple[str, ...]) -> str:
+    """The ``delta`` text the turn's stored events hold since its last event of a kind in
+    ``after`` or its last reset: what a client shows of the answer being given."""
     if ledger is None or job.turn is None:
         return ""
     pieces: list[str] = []
     for _, kind, data in ledger.events(job.turn.turn_id):
         if kind == "delta":
             pieces.append(str(data.get("text", "")))
-        elif kind in ("message", "tool") or (
-            kind == "status" and data.get("kind") == "stream_reset"
-        ):
+        elif kind in after or (kind == "status" and data.get("kind") == "stream_reset"):
             pieces = []
     return "".join(pieces)
 
@@ -168,7 +166,7 @@ def _reset(events: Any, chars: int) -> None:
 def _discard_unstored_text(job: Job, ledger: TurnLedger | None, events: Any) -> None:
     """Answer text the dead replica streamed but never stored is not part of the answer:
     the client drops it, and the resumed turn streams the answer again."""
-    unstored = _streamed_text(job, ledger)
+    unstored = _streamed_text(job, ledger, after=("message", "tool"))
     if unstored:
         _reset(events, len(unstored))
 
@@ -178,11 +176,13 @@ def _stream_stored_answer(job: Job, ledger: TurnLedger | None, events: Any, answ
 
     Its ``delta`` events may not have reached the ledger before it died (they are
     stored on a writer thread; the answer is stored by the turn itself): the text
-    already streamed is completed, or reset and sent whole when it differs.
+    already streamed is completed, or reset and sent whole when it differs. The
+    answer streams after the turn's last tool; the ``message`` events that follow
+    it (the end of a job) do not end it.
     """
     if not isinstance(answer, str) or not answer:
         return
-    streamed = _streamed_text(job, ledger)
+    streamed = _streamed_text(job, ledger, after=("tool",))
     if not answer.startswith(streamed):
         _reset(events, len(streamed))
         streamed = ""
