@@ -383,6 +383,32 @@ def test_a_model_that_never_answers_frees_the_session_at_the_deadline(hermes_hom
     ]
 
 
+def test_a_failed_facade_stream_ends_only_once_its_failure_is_stored(hermes_home, monkeypatch):
+    """The error chunk goes out at once, but the response ends when the turn has stored the
+    failure: a client reading the session right after the stream sees what it was shown."""
+    real_finish = AIAgent._finish
+
+    def slow_finish(self, text):
+        time.sleep(0.5)  # the failure is stored late (a busy machine, a slow store)
+        return real_finish(self, text)
+
+    monkeypatch.setattr(AIAgent, "_finish", slow_finish)
+    with ScriptedLLMServer(responder=lambda body: Reply.broken_stream("half of it")) as model:
+        client, alice, _ = make_client(hermes_home, model)
+        with client:
+            session = client.post("/v1/sessions", headers=alice).json()["id"]
+            request = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
+            headers = {**alice, "X-Hermes-Session": session}
+            with client.stream(
+                "POST", "/v1/chat/completions", json=request, headers=headers
+            ) as response:
+                lines = data_lines(response.iter_lines())
+            stored = client.get(f"/v1/sessions/{session}/messages", headers=alice).json()
+    assert lines[-1] == "[DONE]" and any("error" in json.loads(d) for d in lines[:-1])
+    answers = [m["content"] for m in stored["messages"] if m["role"] == "assistant"]
+    assert answers and "failed" in answers[-1], stored
+
+
 def test_a_broken_stream_is_reset_natively_and_failed_on_the_facade(hermes_home):
     """Real agent: the first attempt breaks after some text, the retry succeeds.
 

@@ -132,6 +132,10 @@ async def openai_chunks(
         failure = _failure(kind, data)
         if failure is not None:
             yield {"data": json.dumps(failure, ensure_ascii=False)}
+            # The turn is ending (a facade turn never retries a stream that sent text):
+            # the response ends once it has stored its failure, which is what was shown.
+            async for _ in events:
+                pass
             yield {"data": "[DONE]"}
             return
         if kind == "delta":
