@@ -383,6 +383,27 @@ def test_a_model_that_never_answers_frees_the_session_at_the_deadline(hermes_hom
     ]
 
 
+def test_a_turn_past_its_deadline_is_replayed_as_the_client_saw_it(hermes_home):
+    """The deadline's error ends the stream; what the interrupted turn sends after it (its
+    end) is not stored either: a retry with the key replays the error, never a done."""
+    replies = iter([Reply.delay(30, Reply.text("too late")), Reply.text("back")])
+    with ScriptedLLMServer(responder=lambda body: next(replies)) as model:
+        client, alice, _ = make_client(hermes_home, model, "bridge:\n  turn_timeout_seconds: 1\n")
+        with client:
+            session = client.post("/v1/sessions", headers=alice).json()["id"]
+            keyed = {**alice, "Idempotency-Key": "k-late"}
+            live = run_turn(client, keyed, session, "anyone there?")
+            replayed = run_turn(client, keyed, session, "anyone there?")
+            ledger = client.app.state.bridge.ledger
+            turn_id = next(iter(ledger._turns)) if hasattr(ledger, "_turns") else None
+    assert live[-1][0] == "error" and live[-1][1]["error"]["type"] == "turn_timeout"
+    kinds = [kind for kind, _ in replayed]
+    assert "done" not in kinds, replayed
+    assert kinds[-1] == "error" and replayed[-1][1]["error"]["type"] == "turn_timeout"
+    if turn_id is not None:
+        assert ledger.get(turn_id).state == "failed"
+
+
 def test_a_failed_facade_stream_ends_only_once_its_failure_is_stored(hermes_home, monkeypatch):
     """The error chunk goes out at once, but the response ends when the turn has stored the
     failure: a client reading the session right after the stream sees what it was shown."""

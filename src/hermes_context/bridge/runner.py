@@ -57,7 +57,8 @@ class EventQueue:
     was stored under (the ledger may store events in batches, on a thread of
     its own, in order); ``end`` from a worker waits for those events. Events
     put on the event loop itself (``queued`` notices, a deadline's error) are
-    live only and go out at once. Events put after the end are dropped.
+    live only and go out at once. Events put after the end are dropped, and
+    not stored: a replay shows what the live stream showed.
     """
 
     def __init__(
@@ -78,6 +79,8 @@ class EventQueue:
         if self.ledger is None or _on_loop(self.loop):
             self._deliver(kind, data, None)
             return
+        if self._ended:  # ended early (the deadline): not for the client, live or replayed
+            return
         self.ledger.record(self.turn_id, kind, data, lambda seq: self._deliver(kind, data, seq))
 
     def put_stored(self, kind: str, data: dict[str, Any]) -> None:
@@ -88,6 +91,8 @@ class EventQueue:
         """
         if self.ledger is None or _on_loop(self.loop):
             self._deliver(kind, data, None)
+            return
+        if self._ended:
             return
         [seq] = self.ledger.append(self.turn_id, [(kind, data)])
         self._deliver(kind, data, seq)
