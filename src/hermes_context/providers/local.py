@@ -38,6 +38,7 @@ from ..memory import MemoryProvider, e5
 from ..messages import content_text
 from ..sessions.fts import CJK_RUN_RE, FTS_TOKENIZER, fold, quote_query, segment_cjk
 from .dates import date_ranges, item_date
+from .speakers import named_speakers, turn_speaker, without_name
 
 DB_FILE = "local_memory.db"
 # Items recalled per query, and the BM25 ranks that earn a bonus in the fusion.
@@ -72,6 +73,12 @@ BRIDGE_MAX_ITEMS = 100
 # naming a date went from 60 to 64 found at 5; the others are not touched.
 DATE_BONUS = 3.0
 DATE_SLACK = 7 * 86_400.0
+# A question that names one speaker of the user's turns ("What did Ana adopt?") lifts that
+# speaker's turns by SPEAKER_BONUS, and is embedded with the name replaced by a pronoun
+# (providers.speakers). Chosen on the tuned half of LoCoMo among bonuses 0-8, each
+# conversation's by the other four (docs/benchmarks.md): 4 to 8 did as well, 5 was chosen
+# most often; a question naming no speaker, or two, is not touched.
+SPEAKER_BONUS = 5.0
 # A word: letters and digits from a letter on, joined by inner hyphens or apostrophes.
 _WORD_RE = re.compile(r"[^\W\d_][\w]*(?:['’-][^\W\d_]+)*")
 # Items are cut to this length; an episode keeps this much of each side.
@@ -183,6 +190,9 @@ class LocalMemoryProvider(MemoryProvider):
         self._matrix_ids: Any = None  # numpy int64 array, ascending
         self._bm25_weights: Any = None  # numpy float32 per item: its BM25 bonus weight
         self._dates: Any = None  # numpy float64 per item: the day it is dated (item_date)
+        # Per item, the code of the speaker its turn opens with (-1: none); each speaker's code.
+        self._speaker_codes: Any = None
+        self._speakers: dict[str, int] = {}
         # Runs the BM25 query while the search thread embeds the question (search()).
         self._lexical: ThreadPoolExecutor | None = None
 
@@ -401,16 +411,20 @@ class LocalMemoryProvider(MemoryProvider):
                 if self._lexical is None:
                     self._lexical = ThreadPoolExecutor(1, thread_name_prefix="local-memory-bm25")
                 lexical_job = self._lexical.submit(self._bm25, query, CANDIDATES)
+            speaker = self._speaker(query) if mode == "hybrid" else None
+            asked = query if speaker is None else without_name(query, speaker[0])
             try:
                 # Both questions before any matrix product: numpy's BLAS threads
                 # linger after a product and would slow the e5 engine (e5.py).
-                queries = {column: self._embed_query(column, query) for column in matrices}
+                queries = {column: self._embed_query(column, asked) for column in matrices}
             finally:
                 lexical = lexical_job.result() if lexical_job is not None else []
             scores = self._scores(ids, matrices, queries, lexical)
             if mode == "hybrid":
                 self._bridge(query, ids, scores)
                 self._date_lift(query, scores)
+                if speaker is not None:
+                    scores += SPEAKER_BONUS * (self._speaker_codes == speaker[1])
             return self._hits(_best(ids, scores, k))
 
     # -- internals --------------------------------------------------------------
@@ -565,6 +579,11 @@ class LocalMemoryProvider(MemoryProvider):
             near |= (self._dates >= start - DATE_SLACK) & (self._dates < end + DATE_SLACK)
         scores += DATE_BONUS * near
 
+    def _speaker(self, query: str) -> tuple[str, int] | None:
+        """The one speaker of the user's turns that ``query`` names (name, code), if just one."""
+        named = named_speakers(query, self._speakers)
+        return (named[0], self._speakers[named[0]]) if len(named) == 1 else None
+
     def _carriers(self, ids: Any, name: str) -> Any:
         """The rows of ``ids`` whose items carry ``name``; None when none or too many do."""
         expression = quote_query(fold(name))
@@ -595,11 +614,19 @@ class LocalMemoryProvider(MemoryProvider):
             rows = (
                 self._db()
                 .execute(
-                    f"SELECT id, kind, dated, {columns} FROM items WHERE user_id = ? ORDER BY id",
+                    f"SELECT id, kind, dated, substr(text, 1, 80), {columns} FROM items "
+                    "WHERE user_id = ? ORDER BY id",
                     (self.user_id,),
                 )
                 .fetchall()
             )
+            speakers: dict[str, int] = {}
+            codes = []
+            for r in rows:
+                name = turn_speaker(r[3]) if r[1] == TURN_KIND else None
+                codes.append(-1 if name is None else speakers.setdefault(name, len(speakers)))
+            self._speakers = speakers
+            self._speaker_codes = np.asarray(codes, dtype=np.int32)
             self._matrix_ids = np.asarray([r[0] for r in rows], dtype=np.int64)
             self._bm25_weights = np.asarray(
                 [TURN_BM25_BONUS if r[1] == TURN_KIND else BM25_BONUS for r in rows],
@@ -612,7 +639,7 @@ class LocalMemoryProvider(MemoryProvider):
                     if rows
                     else np.zeros((0, _DIMS[column]), dtype=np.float32)
                 )
-                for n, column in enumerate(self._columns, start=3)
+                for n, column in enumerate(self._columns, start=4)
             }
         return self._matrix_ids, self._matrix
 
