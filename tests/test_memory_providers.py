@@ -394,6 +394,24 @@ def test_names_in_the_best_items_lift_the_items_that_carry_them(tmp_path, monkey
 
 
 @pytest.mark.skipif(not embeddings_available(), reason="the semantic extra is not installed")
+def test_an_item_stored_after_a_search_carries_its_names_in_the_next_one(tmp_path, monkeypatch):
+    # Each name's carriers are remembered between searches: an item added since must
+    # still be lifted by the names it carries.
+    provider = LocalMemoryProvider(tmp_path / "m.db", use_embeddings=True)
+    provider.initialize("s1", user_id="u")
+    provider.add_many([(text, "fact", None) for text in _BRIDGE_ITEMS])
+    question = "Where are the billing service's credentials kept?"
+    assert provider.search(question, k=1)[0].text == _BRIDGE_ITEMS[0]
+    later = "Ledgerly pages its on-call engineer through PagerDuty."
+    provider.add(later)
+    bridged = {h.text: h.score for h in provider.search(question, k=9)}
+    monkeypatch.setattr(local_provider, "BRIDGE_BONUS", 0.0)
+    plain = {h.text: h.score for h in provider.search(question, k=9)}
+    assert bridged[later] - plain[later] == pytest.approx(1.0, abs=1e-4)
+    provider.shutdown()
+
+
+@pytest.mark.skipif(not embeddings_available(), reason="the semantic extra is not installed")
 def test_searches_from_many_threads_agree_and_survive_a_shutdown(tmp_path):
     provider = LocalMemoryProvider(tmp_path / "m.db", use_embeddings=True)
     provider.initialize("s1", user_id="u")

@@ -66,6 +66,8 @@ BRIDGE_SOURCES = 2
 BRIDGE_POOL = 10
 BRIDGE_BONUS = 1.0
 BRIDGE_MAX_ITEMS = 100
+# Names whose carriers are remembered between searches, at most.
+CARRIERS_CACHED = 4_096
 # A question that names a date ("in January 2022", "on May 3, 2023") lifts the items dated
 # (providers.dates.item_date) within DATE_SLACK seconds of it by DATE_BONUS: what was said
 # around that day (people speak of a day in the days after it). Chosen on the tuned half of
@@ -190,6 +192,8 @@ class LocalMemoryProvider(MemoryProvider):
         self._matrix_ids: Any = None  # numpy int64 array, ascending
         self._bm25_weights: Any = None  # numpy float32 per item: its BM25 bonus weight
         self._dates: Any = None  # numpy float64 per item: the day it is dated (item_date)
+        # Name bridging's carriers per name (rows of the matrix), until the matrix is rebuilt.
+        self._carried: dict[tuple[str, int], Any] = {}
         # Per item, the code of the speaker its turn opens with (-1: none); each speaker's code.
         self._speaker_codes: Any = None
         self._speakers: dict[str, int] = {}
@@ -585,7 +589,20 @@ class LocalMemoryProvider(MemoryProvider):
         return (named[0], self._speakers[named[0]]) if len(named) == 1 else None
 
     def _carriers(self, ids: Any, name: str) -> Any:
-        """The rows of ``ids`` whose items carry ``name``; None when none or too many do."""
+        """The rows of ``ids`` whose items carry ``name``; None when none or too many do.
+
+        Remembered until the items change (``_vectors`` rebuilds the matrix): the
+        same names come back question after question, and each look-up is a
+        full-text query.
+        """
+        key = (name, BRIDGE_MAX_ITEMS)
+        if key not in self._carried:
+            if len(self._carried) >= CARRIERS_CACHED:
+                self._carried.clear()
+            self._carried[key] = self._find_carriers(ids, name)
+        return self._carried[key]
+
+    def _find_carriers(self, ids: Any, name: str) -> Any:
         expression = quote_query(fold(name))
         if expression is None:
             return None
@@ -620,6 +637,7 @@ class LocalMemoryProvider(MemoryProvider):
                 )
                 .fetchall()
             )
+            self._carried = {}
             speakers: dict[str, int] = {}
             codes = []
             for r in rows:
