@@ -19,6 +19,7 @@ from hermes_context.providers.speakers import named_speakers, turn_speaker, with
         ("O'Brien on 3 June, 2024: fine", "O'Brien"),
         ("王芳 on 2 May: 我们明天见", "王芳"),
         ("Ana: yes", "Ana"),
+        ("Ana on Monday on 2 May: we went", "Ana"),
         # Prose, not a speaker: a lower-case word, too many words, no header at all.
         ("yes on Monday: we went", None),
         ("Ana said that on Monday: we went", None),

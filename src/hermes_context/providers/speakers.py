@@ -17,8 +17,9 @@ import re
 from collections.abc import Container
 
 # A speaker: one to four words, each opening with a capital letter or a letter of a script
-# without case (Chinese, Japanese, Arabic...), then " on <date>" or ":".
-_HEADER_RE = re.compile(r"^([^\W\d_][\w'’.-]*(?: [^\W\d_][\w'’.-]*){0,3})(?: on |:)")
+# without case (Chinese, Japanese, Arabic...), then " on <date>" or ":" (the shortest such
+# opening: "Ana on Monday on 2 May: …" is Ana's).
+_HEADER_RE = re.compile(r"^([^\W\d_][\w'’.-]*(?: [^\W\d_][\w'’.-]*){0,3}?)(?: on |:)")
 _WORD_RE = re.compile(r"[^\W\d_][\w'’.-]*")
 # Words in a speaker's name, at most (the header pattern's four).
 MAX_NAME_WORDS = 4
