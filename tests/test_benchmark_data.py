@@ -138,12 +138,19 @@ def test_the_training_script_keeps_embeddings_per_text_and_encoder(monkeypatch, 
     again = script.cached_embeddings(["a note", "another"], tmp_path)
     assert calls == [["a note", "another"]]
     assert np.array_equal(first, again) and first[1, 0] == 7
-    script.cached_embeddings(["a note", "edited"], tmp_path)
+    edited = script.cached_embeddings(["a note", "edited", "edited"], tmp_path)
+    assert calls[1] == ["edited"]  # only the text not seen before, once
+    assert np.array_equal(edited[0], first[0]) and edited[1, 0] == edited[2, 0] == 6
     monkeypatch.setattr(script, "fingerprint", lambda: "encoder-2")
     script.cached_embeddings(["a note", "another"], tmp_path)
     script.cached_embeddings(["a note", "another"], None)
     assert len(calls) == 4
-    assert not list(tmp_path.glob("*.tmp.npy"))
+    assert not list(tmp_path.glob("*.tmp.*"))
+    # A new run (a fresh process) reads what the last one saved.
+    script._ViewStore._open.clear()
+    monkeypatch.setattr(script, "fingerprint", lambda: "encoder-1")
+    assert np.array_equal(script.cached_embeddings(["edited", "another"], tmp_path)[1], first[1])
+    assert len(calls) == 4
 
 
 PAIRS = sorted((ROOT / "tests" / "data" / "threat_pairs").glob("*.jsonl"))

@@ -57,6 +57,11 @@ _LEET_WORD_RE = re.compile(r"\b(?=[\w@$]*[a-zA-Z])(?=[\w@$]*[013457@$])[\w@$]{3,
 # Words spelled out letter by letter: "I-g-n-o-r-e", "i.g.n.o.r.e", "i g n o r e".
 _SPELLED_RE = re.compile(r"(?<![\w-])(?:[A-Za-z]([-_.])){2,}[A-Za-z](?![\w-])")
 _SPACED_RE = re.compile(r"(?<!\S)(?:[A-Za-z] ){3,}[A-Za-z](?!\S)")
+# A phrase spaced out character by character, words set apart by wider gaps:
+# "s e n d e   d a s   p a s s w o r t" (any characters, not only letters).
+_SPACED_PHRASE_RE = re.compile(r"(?<!\S)\S(?: {1,3}\S(?!\S))+")
+_WIDE_GAP_RE = re.compile(r" {2,}")
+_MIN_SPACED_CHARS = 8
 _SMALL_CAPITAL_RE = re.compile(r"LATIN (?:LETTER SMALL CAPITAL|SMALL CAPITAL LETTER) ([A-Z])\b")
 # Encoded spans worth trying: base64, hex, percent-encoding, \x and \u escapes.
 _BASE64_RE = re.compile(r"(?<![\w+/=])[A-Za-z0-9+/]{12,}={0,2}(?![\w+/=])")
@@ -164,11 +169,22 @@ def _unleet(text: str) -> str:
 
 
 def _unspell(text: str) -> str:
-    """Words spelled letter by letter ("I-g-n-o-r-e a-l-l", "i g n o r e") joined back."""
-    if not (_SPELLED_RE.search(text) or _SPACED_RE.search(text)):
+    """Words spelled letter by letter ("I-g-n-o-r-e a-l-l", "i g n o r e") joined back,
+    and phrases spaced out character by character ("s e n d e   d a s") read as words."""
+    phrases = [m for m in _SPACED_PHRASE_RE.finditer(text) if _spaced_phrase(m.group(0))]
+    if not (phrases or _SPELLED_RE.search(text) or _SPACED_RE.search(text)):
         return ""
+    for m in reversed(phrases):
+        words = (w.replace(" ", "") for w in _WIDE_GAP_RE.split(m.group(0)))
+        text = text[: m.start()] + " ".join(words) + text[m.end() :]
     text = _SPELLED_RE.sub(lambda m: re.sub(r"[-_.]", "", m.group(0)), text)
     return _SPACED_RE.sub(lambda m: m.group(0).replace(" ", ""), text)
+
+
+def _spaced_phrase(run: str) -> bool:
+    """Whether ``run`` (single characters between blanks) spells out words: enough
+    characters, and its words set apart by wider gaps than its letters."""
+    return len(run.replace(" ", "")) >= _MIN_SPACED_CHARS and bool(_WIDE_GAP_RE.search(run))
 
 
 def decoded_spans(text: str) -> list[str]:

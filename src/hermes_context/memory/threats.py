@@ -560,7 +560,11 @@ ROLE_RULES = _rules(
 HIDDEN_RULES = _rules(
     (
         "hidden.html_comment",
-        r"<!--(?:(?!-->)[\s\S]){0,500}?\b(?:ignore|instructions?|system|assistant|you\s+(?:must|should|are|will)|do\s+not\s+tell|secret|password|api\s*key|token|execute|run\s|curl|wget|send|obey|prompt|model|ai|llm|agent|upload|post|ssh|\.env|always|never|must)\b(?:(?!-->)[\s\S]){0,500}?-->",
+        # A memory note is prose the model reads; a comment hides part of it from anyone
+        # reading the file rendered. Words that address or steer the model, or prose of
+        # four words or more (or eight characters of a script written without spaces),
+        # in any language, are what an ordinary note never hides.
+        r"<!--(?:(?!-->)[\s\S]){0,500}?(?:\b(?:ignore|instructions?|system|assistant|you\s+(?:must|should|are|will)|do\s+not\s+tell|secret|password|api\s*key|token|execute|run\s|curl|wget|send|obey|prompt|model|ai|llm|agent|upload|post|ssh|\.env|always|never|must)\b|(?:[^\s<>-]+[ \t\n]+){3}[^\s<>-]|[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]{8})(?:(?!-->)[\s\S]){0,500}?(?:-->|\Z)",
         "instructions inside an HTML comment",
     ),
     (
