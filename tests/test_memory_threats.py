@@ -269,7 +269,7 @@ def test_a_phrase_spaced_out_with_wider_gaps_between_words_is_read_as_words():
     ],
 )
 def test_prose_hidden_in_an_html_comment_is_flagged_in_any_language(text):
-    assert "hidden.html_comment" in scan_for_threats(text)
+    assert "hidden.html_comment_prose" in scan_for_threats(text)
 
 
 def test_a_short_html_comment_is_not_hidden_prose():
@@ -277,7 +277,7 @@ def test_a_short_html_comment_is_not_hidden_prose():
         "Release notes <!-- TODO --> go in CHANGES.md.",
         "Email layout: <!-- preheader -->",
     ]:
-        assert "hidden.html_comment" not in scan_for_threats(text), text
+        assert "hidden.html_comment_prose" not in scan_for_threats(text), text
 
 
 def test_decoding_leaves_ordinary_encoded_data_alone():
@@ -538,7 +538,7 @@ def test_the_shipped_classifier_is_small_checked_and_trained_on_the_data_here(mo
     script = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, script)  # its dataclasses look themselves up
     spec.loader.exec_module(script)
-    untuned = {"heldout_z9", "heldout_z10"}  # written blind for the twelfth round, never opened
+    untuned = {"heldout_z11", "heldout_z12"}  # written blind for the thirteenth round
     assert not untuned & {path.stem for path in script.SOURCES}
     with np.load(io.BytesIO(raw)) as data:
         assert str(data["data_sha256"]) == script.data_digest()

@@ -70,6 +70,7 @@ from .threats import (
     _URL_OR_MAIL,
     ALL_RULES,
     CREDENTIAL_ELSEWHERE_ID,
+    MEMORY_ONLY_RULES,
     PLANT_VERB,
     RULE_KEYWORDS,
     SHELL_WRITE,
@@ -269,8 +270,13 @@ def _replace(rules: dict[str, ThreatPattern | None]) -> tuple[ThreatPattern, ...
     return (*[rule for rule in kept if rule is not None], _CREDENTIAL_REQUEST)
 
 
-PROSE_RULES = _replace({_SHELL_STARTUP: _WRITTEN_TO_STARTUP})
-CODE_RULES = _replace({_SECRET_TO_DESTINATION: _SECRET_BESIDE_ADDRESS, _URL_PLACEHOLDER: None})
+# A skill is a Markdown document whose templates hold ordinary HTML comments: the memory
+# notes' rule for prose in a comment does not apply (Hermes's own skills carry some).
+_MEMORY_ONLY = {rule.id: None for rule in MEMORY_ONLY_RULES}
+PROSE_RULES = _replace({**_MEMORY_ONLY, _SHELL_STARTUP: _WRITTEN_TO_STARTUP})
+CODE_RULES = _replace(
+    {**_MEMORY_ONLY, _SECRET_TO_DESTINATION: _SECRET_BESIDE_ADDRESS, _URL_PLACEHOLDER: None}
+)
 
 
 def scan_skill_for_threats(text: str, *, semantic: bool = False) -> list[str]:

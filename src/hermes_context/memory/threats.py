@@ -181,6 +181,7 @@ RULE_KEYWORDS: dict[str, tuple[str, ...]] = {
     "role.identity_swap": ("your", "now", "obey"),
     "role.persona_only": ("only", "solely", "exclusively", "purely", "dan"),
     "hidden.html_comment": ("<!--",),
+    "hidden.html_comment_prose": ("<!--",),
     "hidden.invisible_markup": ("<",),
     "hidden.markdown_comment": ("]:",),
     "exfil.net_tool_secret": (
@@ -560,11 +561,7 @@ ROLE_RULES = _rules(
 HIDDEN_RULES = _rules(
     (
         "hidden.html_comment",
-        # A memory note is prose the model reads; a comment hides part of it from anyone
-        # reading the file rendered. Words that address or steer the model, or prose of
-        # four words or more (or eight characters of a script written without spaces),
-        # in any language, are what an ordinary note never hides.
-        r"<!--(?:(?!-->)[\s\S]){0,500}?(?:\b(?:ignore|instructions?|system|assistant|you\s+(?:must|should|are|will)|do\s+not\s+tell|secret|password|api\s*key|token|execute|run\s|curl|wget|send|obey|prompt|model|ai|llm|agent|upload|post|ssh|\.env|always|never|must)\b|(?:[^\s<>-]+[ \t\n]+){3}[^\s<>-]|[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]{8})(?:(?!-->)[\s\S]){0,500}?(?:-->|\Z)",
+        r"<!--(?:(?!-->)[\s\S]){0,500}?\b(?:ignore|instructions?|system|assistant|you\s+(?:must|should|are|will)|do\s+not\s+tell|secret|password|api\s*key|token|execute|run\s|curl|wget|send|obey|prompt|model|ai|llm|agent|upload|post|ssh|\.env|always|never|must)\b(?:(?!-->)[\s\S]){0,500}?-->",
         "instructions inside an HTML comment",
     ),
     (
@@ -576,6 +573,20 @@ HIDDEN_RULES = _rules(
         "hidden.markdown_comment",
         r"^\s*\[(?://|comment|hidden)\]\s*:\s*(?:#|<>)",
         "Markdown comment that renders as nothing",
+    ),
+)
+
+# Rules for memory notes only, not for skills or recalled text (see each).
+MEMORY_ONLY_RULES = _rules(
+    (
+        # A memory note is prose the model reads; a comment hides part of it from anyone
+        # reading the file rendered. Prose of four words or more (or eight characters of
+        # a script written without spaces), in any language, is what an ordinary note
+        # never hides. Not for skills and recalled pages: they are HTML and Markdown
+        # documents, whose comments are ordinary.
+        "hidden.html_comment_prose",
+        r"<!--(?:(?!-->)[\s\S]){0,500}?(?:(?:[^\s<>-]+[ \t\n]+){3}[^\s<>-]|[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]{8})(?:(?!-->)[\s\S]){0,500}?(?:-->|\Z)",
+        "prose hidden in an HTML comment",
     ),
 )
 
@@ -806,7 +817,8 @@ _SCOPE_RULES = {
     + CONFIG_RULES
     + SECRET_RULES
     + GENERIC_RULES
-    + MULTILINGUAL_RULES,
+    + MULTILINGUAL_RULES
+    + MEMORY_ONLY_RULES,
     "context": INJECTION_RULES
     + SYSTEM_PROMPT_RULES
     + ROLE_RULES
