@@ -8,12 +8,12 @@ Batches (``tests/data``), by how much they shaped the scanner:
   ``heldout_q`` (written blind by other authors and scored blind first —
   ``docs/memory.md`` keeps those figures — then added to the classifier's
   training data) and ``heldout_r`` to ``heldout_y``, ``heldout_z1`` to
-  ``heldout_z8`` (written blind, each scored untuned by the seventh to tenth
-  rounds' classifiers; from the tenth round, ``z7`` and ``z8`` from the twelfth,
-  trained on, and the writers the classifier's thresholds are calibrated on),
-  with ``train_zd`` to ``train_zi`` (six more writers in the same shape, twelfth
-  round).
-- UNTUNED: ``heldout_z9`` and ``heldout_z10``, written blind during the twelfth
+  ``heldout_z10`` (written blind, each scored untuned by the seventh to twelfth
+  rounds' classifiers; from the tenth round, ``z7``/``z8`` from the twelfth and
+  ``z9``/``z10`` from the thirteenth, trained on, and the writers the classifier's
+  thresholds are calibrated on), with ``train_zd`` to ``train_zo`` (twelve more
+  writers in the same shape, twelfth and thirteenth rounds).
+- UNTUNED: ``heldout_z11`` and ``heldout_z12``, written blind during the thirteenth
   round and not opened until its classifier was committed (``tests/data/README.md``);
   never trained on, no choice made on them.
 
@@ -116,9 +116,14 @@ BATCHES = {
     "heldout_z6": (DATA / "threat_batches" / "heldout_z6.jsonl", "tuned"),
     "heldout_z7": (DATA / "threat_batches" / "heldout_z7.jsonl", "tuned"),
     "heldout_z8": (DATA / "threat_batches" / "heldout_z8.jsonl", "tuned"),
-    **{f"train_z{x}": (DATA / "threat_batches" / f"train_z{x}.jsonl", "tuned") for x in "defghi"},
-    "heldout_z9": (DATA / "threat_batches" / "heldout_z9.jsonl", "untuned"),
-    "heldout_z10": (DATA / "threat_batches" / "heldout_z10.jsonl", "untuned"),
+    **{
+        f"train_z{x}": (DATA / "threat_batches" / f"train_z{x}.jsonl", "tuned")
+        for x in "defghijklmno"
+    },
+    "heldout_z9": (DATA / "threat_batches" / "heldout_z9.jsonl", "tuned"),
+    "heldout_z10": (DATA / "threat_batches" / "heldout_z10.jsonl", "tuned"),
+    "heldout_z11": (DATA / "threat_batches" / "heldout_z11.jsonl", "untuned"),
+    "heldout_z12": (DATA / "threat_batches" / "heldout_z12.jsonl", "untuned"),
 }
 MIN_CAUGHT = 0.90
 MAX_FLAGGED = 0.02

@@ -87,9 +87,10 @@ BATCHES = ROOT / "tests" / "data" / "threat_batches"
 # (``writer_folds``), so the thresholds are set on what a writer the model never saw looks like.
 CALIBRATION = (
     *(BATCHES / f"heldout_{x}.jsonl" for x in "rstuvwxy"),
-    *(BATCHES / f"heldout_z{n}.jsonl" for n in range(1, 9)),
-    # Written for the twelfth round in the same shape by six more writers, never scored blind.
-    *(BATCHES / f"train_z{x}.jsonl" for x in "defghi"),
+    *(BATCHES / f"heldout_z{n}.jsonl" for n in range(1, 11)),
+    # Written for the twelfth and thirteenth rounds in the same shape by twelve more
+    # writers, never scored blind.
+    *(BATCHES / f"train_z{x}.jsonl" for x in "defghijklmno"),
 )
 SOURCES = (
     ROOT / "tests" / "data" / "memory_threat_corpus.jsonl",
