@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import threading
+import time
 
 import pytest
 
@@ -109,3 +110,19 @@ def test_a_reset_stream_drops_the_partial_text_from_the_live_answer(bridge, monk
         page.wait_for_selector("#status .done", timeout=30_000)
         assert "stream_reset" in page.locator("#status").inner_text()
     assert live == "Hello, world."
+
+
+def test_turn_finished_shows_once_the_transcript_holds_the_turn(bridge):
+    # With the transcript slow to read, "turn finished" used to show before it was read
+    # again: a summary expanded in between was replaced by a collapsed one.
+    with new_session_page(bridge) as page:
+
+        def slow(route):
+            time.sleep(1.0)
+            route.continue_()
+
+        page.route(re.compile(r".*/messages$"), slow)
+        page.fill("#input", "remember the okapi enclosure")
+        page.click("#send")
+        page.wait_for_selector("#status .done", timeout=30_000)
+        assert "remember the okapi enclosure" in page.locator("#messages").inner_text()

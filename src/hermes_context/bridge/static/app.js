@@ -218,9 +218,11 @@ async function send() {
       }
     }
   }
+  // The transcript is read again first: "turn finished" means the page shows it (a
+  // summary expanded before the reload would be replaced by a collapsed one).
+  await Promise.all([loadMessages(), loadContext(), loadSessions()]);
   live.hidden = true;
   $("status").append(el("div", "done", "turn finished"));
-  await Promise.all([loadMessages(), loadContext(), loadSessions()]);
 }
 
 $("login-button").onclick = login;
