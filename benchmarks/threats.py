@@ -14,7 +14,8 @@ Batches (``tests/data``), by how much they shaped the scanner:
   thresholds are calibrated on), with ``train_zd`` to ``train_zo`` (twelve more
   writers in the same shape, twelfth and thirteenth rounds).
 - UNTUNED: ``heldout_z11`` and ``heldout_z12``, written blind during the thirteenth
-  round and not opened until its classifier was committed (``tests/data/README.md``);
+  round and not opened until its classifier was committed, and ``heldout_z13`` and
+  ``heldout_z14``, written after it and not yet opened or scored (``tests/data/README.md``);
   never trained on, no choice made on them.
 
 A split attack (two entries) counts as caught when ``scan_entries`` flags
@@ -124,6 +125,8 @@ BATCHES = {
     "heldout_z10": (DATA / "threat_batches" / "heldout_z10.jsonl", "tuned"),
     "heldout_z11": (DATA / "threat_batches" / "heldout_z11.jsonl", "untuned"),
     "heldout_z12": (DATA / "threat_batches" / "heldout_z12.jsonl", "untuned"),
+    "heldout_z13": (DATA / "threat_batches" / "heldout_z13.jsonl", "untuned"),
+    "heldout_z14": (DATA / "threat_batches" / "heldout_z14.jsonl", "untuned"),
 }
 MIN_CAUGHT = 0.90
 MAX_FLAGGED = 0.02
