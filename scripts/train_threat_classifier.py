@@ -380,18 +380,18 @@ def cached_embeddings(flat: list[str], cache: Path | None) -> np.ndarray:
 
 
 class _ViewStore:
-    """Embeddings by view text (sha256), in one ``.npz`` per encoder fingerprint."""
+    """Embeddings by view text (its sha256), in one ``.npz`` per encoder fingerprint."""
 
     _open: dict[Path, _ViewStore] = {}
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.index: dict[bytes, int] = {}
+        self.index: dict[str, int] = {}
         self.rows: list[np.ndarray] = []
         if path.exists():
             with np.load(path) as data:
                 for key, row in zip(data["keys"], data["vectors"], strict=True):
-                    self.index[bytes(key)] = len(self.rows)
+                    self.index[str(key)] = len(self.rows)
                     self.rows.append(row)
 
     @classmethod
@@ -402,8 +402,9 @@ class _ViewStore:
         return cls._open[path]
 
     @staticmethod
-    def key(text: str) -> bytes:
-        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    def key(text: str) -> str:
+        # Hex, not raw bytes: numpy's fixed-width bytes drop trailing NULs.
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     def has(self, text: str) -> bool:
         return self.key(text) in self.index
@@ -417,7 +418,7 @@ class _ViewStore:
             self.rows.append(row)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp.npz")
-        keys = np.array(list(self.index), dtype="S32")
+        keys = np.array(list(self.index), dtype="U64")
         np.savez(tmp, keys=keys, vectors=np.vstack([self.rows[i] for i in self.index.values()]))
         tmp.replace(self.path)
 
