@@ -416,10 +416,11 @@ class _ViewStore:
         for text, row in zip(texts, vectors, strict=True):
             self.index[self.key(text)] = len(self.rows)
             self.rows.append(row)
+        # Saved after each batch's new texts: a first run embeds for ~15 minutes.
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp.npz")
         keys = np.array(list(self.index), dtype="U64")
-        np.savez(tmp, keys=keys, vectors=np.vstack([self.rows[i] for i in self.index.values()]))
+        np.savez(tmp, keys=keys, vectors=np.vstack(self.rows))  # rows in the keys' order
         tmp.replace(self.path)
 
 
